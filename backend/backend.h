@@ -101,6 +101,9 @@ struct backend_stats {
 	 * byte, what was had dropped: no strong ETag pinned their bytes (a
 	 * listing), so resuming could splice two copies */
 	uint64_t restarts;
+	/* 503 and 429 answers whose Retry-After set the wait before the next
+	 * attempt (backend_io_xfer.c xfer_retry) */
+	uint64_t retry_after;
 	/* BACKEND_READ_PAUSABLE reads: pieces a sink refused (BACKEND_SINK_FULL:
 	 * the transfer paused), paused transfers resumed, and of those the ones
 	 * resumed by the BACKEND_PAUSE_BACKSTOP_MS bound, not a

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <curl/curl.h>
 #include <uv.h>
@@ -153,6 +154,7 @@ void backend__io_attempt_reset(struct xfer *x)
 	x->etag[0] = '\0';
 	x->encoding[0] = '\0';
 	x->mtime = 0;
+	x->ra_ms = -1;
 	x->skip = 0;
 	x->limit = UINT64_MAX;
 	x->accept_body = 0;
@@ -362,6 +364,51 @@ static void hdr_last_modified(struct xfer *x, const char *s, const char *end)
 	}
 }
 
+int backend__io_retry_after_ms(const char *s, size_t len, int64_t now, int64_t *ms)
+{
+	const char *end = s + len;
+	char tmp[64];
+	uint64_t secs = 0;
+	time_t t;
+
+	s = skip_ws(s, end);
+	while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	if (s < end && *s >= '0' && *s <= '9') { /* delta-seconds: 1*DIGIT */
+		for (const char *p = s; p < end; p++) {
+			if (*p < '0' || *p > '9')
+				return -EINVAL;
+			if (secs < (uint64_t)INT64_MAX / 1000)
+				secs = secs * 10 + (uint64_t)(*p - '0');
+		}
+		if (secs > (uint64_t)INT64_MAX / 1000)
+			secs = (uint64_t)INT64_MAX / 1000;
+		*ms = (int64_t)secs * 1000;
+		return 0;
+	}
+	/* an HTTP-date ("Sun, 06 Nov 1994 08:49:37 GMT", and the two obsolete
+	 * forms RFC 9110 5.6.7 has recipients accept): as curl reads dates */
+	if (s >= end || (size_t)(end - s) >= sizeof(tmp))
+		return -EINVAL;
+	memcpy(tmp, s, (size_t)(end - s));
+	tmp[end - s] = '\0';
+	t = curl_getdate(tmp, NULL);
+	if (t < 0)
+		return -EINVAL;
+	*ms = (int64_t)t > now ? ((int64_t)t - now) * 1000 : 0;
+	return 0;
+}
+
+/* Retry-After of a 503 or a 429: the wait it asks for (anything unread is
+ * none: the backoff's own wait). */
+static void hdr_retry_after(struct xfer *x, const char *s, const char *end)
+{
+	int64_t ms;
+
+	if (backend__io_retry_after_ms(s, (size_t)(end - s), (int64_t)time(NULL), &ms) == 0)
+		x->ra_ms = ms;
+}
+
 /* One header line, "Name: value" (v: its colon), of the names that
  * matter: each told by its length and first letter before it is
  * compared. */
@@ -392,6 +439,8 @@ static void header_field(struct xfer *x, const char *buf, const char *v, const c
 		hdr_content_encoding(x, s, end);
 	} else if (x->want_mtime && HDR("last-modified")) { /* HEADs, whole GETs */
 		hdr_last_modified(x, s, end);
+	} else if ((x->status == 503 || x->status == 429) && HDR("retry-after")) {
+		hdr_retry_after(x, s, end);
 	}
 #undef HDR
 }

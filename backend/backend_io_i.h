@@ -380,6 +380,9 @@ struct xfer {
 	char etag[80];
 	char encoding[24]; /* a Content-Encoding other than identity ("": none) */
 	int64_t mtime;
+	/* a 503's or 429's Retry-After, in ms from its arrival
+	 * (backend__io_retry_after_ms); -1: none */
+	int64_t ra_ms;
 	uint64_t want_start;  /* first object offset this attempt asks for */
 	uint64_t skip;	      /* body bytes to drop first (200 to a range) */
 	uint64_t limit;	      /* most body bytes to deliver (UINT64_MAX: all) */
@@ -499,6 +502,7 @@ struct backend_io {
 	/* ---- any thread: counters for backend_io_stats ---- */
 	atomic_ullong n_requests, n_attempts, n_failures, n_fast_fails, n_probes, n_cancels;
 	atomic_ullong n_bytes_received, n_short_bodies, n_range_ignored, n_restarts;
+	atomic_ullong n_retry_after; /* retries whose wait a Retry-After set */
 	atomic_ullong n_pauses, n_resumes, n_pause_backstops;
 	atomic_ullong n_connects, n_lean_attempts;
 	atomic_ullong n_recv_inplace, n_recv_copied; /* backend_stats.recv_*_bytes */
@@ -547,6 +551,16 @@ void backend__io_easy_put(struct backend_io *io, struct io_easy *es);
  * CURL_WRITEFUNC_PAUSE: the sink is full, the same bytes come again); a
  * progress call (1: stop, stalled or abort_err set) */
 int backend__io_header_line(struct xfer *x, const char *buf, size_t len);
+/* A Retry-After value s[0..len) (RFC 9110 10.2.3: delta-seconds, or an
+ * HTTP-date), read at now (seconds since the epoch): the wait it asks for
+ * in *ms (a date in the past: 0; delta-seconds too large saturate at
+ * INT64_MAX / 1000 s), 0; or -EINVAL (anything else: a sign, a fraction,
+ * trailing bytes, no digits, a date curl cannot read). */
+int backend__io_retry_after_ms(const char *s, size_t len, int64_t now, int64_t *ms);
+/* Most a Retry-After is waited before the next attempt (when the retry
+ * budget allows it at all): a server's word past this is an outage
+ * the breaker's probes watch (backend_io_breaker.c), not a wait. */
+#define IO_RETRY_AFTER_MAX_MS 60000
 size_t backend__io_body(struct xfer *x, const char *buf, size_t len);
 int backend__io_progress(struct xfer *x);
 void backend__io_attempt_reset(struct xfer *x);

@@ -626,6 +626,7 @@ void backend_io_stats(struct backend_io *io, struct backend_stats *st)
 	st->short_bodies = atomic_load(&io->n_short_bodies);
 	st->range_ignored = atomic_load(&io->n_range_ignored);
 	st->restarts = atomic_load(&io->n_restarts);
+	st->retry_after = atomic_load(&io->n_retry_after);
 	st->pauses = atomic_load(&io->n_pauses);
 	st->resumes = atomic_load(&io->n_resumes);
 	st->pause_backstops = atomic_load(&io->n_pause_backstops);

@@ -296,6 +296,27 @@ static void xfer_retry(struct xfer *x, int err)
 	if (cap > IO_BACKOFF_CAP_MS)
 		cap = IO_BACKOFF_CAP_MS;
 	delay = cap * (double)(rng_next(io) >> 11) / (double)(1ull << 53);
+	/* a 503's or 429's Retry-After: the next attempt no sooner (the
+	 * backoff's wait when that is longer: a server that always says 0 is
+	 * not asked again at once), at most IO_RETRY_AFTER_MAX_MS; one past
+	 * what is left of the budget ends the request now, saying so */
+	if (x->ra_ms >= 0 && (x->status == 503 || x->status == 429)) {
+		if (elapsed + (double)x->ra_ms >= io->budget_ms) {
+			snprintf(x->r->error, sizeof(x->r->error),
+				 "HTTP %ld: the server asks to be asked again in %" PRId64
+				 " s (Retry-After), past the %.1f s left of the retry budget",
+				 x->status, x->ra_ms / 1000, (io->budget_ms - elapsed) / 1000.0);
+			delay = io->budget_ms; /* ends it below */
+		} else {
+			double ra =
+			    (double)(x->ra_ms < IO_RETRY_AFTER_MAX_MS ? x->ra_ms
+								      : IO_RETRY_AFTER_MAX_MS);
+
+			if (ra > delay)
+				delay = ra;
+			atomic_fetch_add_explicit(&io->n_retry_after, 1, memory_order_relaxed);
+		}
+	}
 	xfer_detach_easy(x);
 	if (elapsed + delay >= io->budget_ms) {
 		atomic_fetch_add(&io->n_failures, 1);

@@ -241,6 +241,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "cut answers no strong ETag pins (listings) asked for again from their first byte, what was "
      "had dropped: never resumed, so never spliced from two copies",
      C, SNAP(bs.restarts)},
+    {"store_retry_after",
+     "503 and 429 answers whose Retry-After set the wait before the next attempt (no sooner, "
+     "at most 60 s; one past the retry budget fails the request at once)",
+     C, SNAP(bs.retry_after)},
     {"store_range_ignored", "answers 200 (the whole object) to a ranged GET: Range ignored", C,
      SNAP(bs.range_ignored)},
     {"store_pauses", "fill transfers paused: the fill writer had no room for their bytes", C,

@@ -28,6 +28,13 @@ Groups:
   fdlimit   the daemon under an open-file limit of 64 (prlimit --nofile=64:64): the mount
             warns on stderr naming the limit and what --max-connections and --threads want
             (before: nothing said, and reads 9 times slower), and a read is exact.
+  retryafter  the first GET of the read's range answered 503 with Retry-After: 1, then the
+            range: the read is exact after exactly 2 GETs of it, store_retry_after 1, and the
+            second GET came no sooner than 1 s after the first (server-side monotonic clock:
+            a lower bound only; before, the backoff's jitter over 100 ms); then every GET of
+            the range answered 503 with Retry-After: 120 under --retry-budget 3: EIO after
+            exactly 1 GET (not retried for 3 s), the log names the server's wait ("120 s
+            (Retry-After)"); the same with 429.
 The server paces its bytes; no check depends on a time: each asserts an outcome.
 """
 import os
@@ -239,7 +246,71 @@ def group_fdlimit(env, ck, data):
         srv.close()
 
 
-GROUPS = {'trickle': group_trickle, 'redirects': group_redirects, 'fdlimit': group_fdlimit}
+def group_retryafter(env, ck, data):
+    import time
+    for e in ENGINES:
+        for status in (b'503 Service Unavailable', b'429 Too Many Requests'):
+            code = status[:3].decode()
+            for wait, budget in (('1', '10'), ('120', '3')):
+                label = '%s %s Retry-After: %s' % (e, code, wait)
+                st = dict(armed=False, left=0, gets=[])
+
+                def fn(n, m, r, d, st=st, status=status, wait=wait):
+                    if m != 'GET' or not st['armed'] or r is None or not r[0] <= OFF <= r[1]:
+                        return None
+                    st['gets'].append(time.monotonic())
+                    if st['left'] == 0:
+                        return None
+                    st['left'] -= 1
+                    return Answer(Answer.head(status, [b'Retry-After: ' + wait.encode(),
+                                                       b'Content-Length: 0']))
+                srv = Scripted(data, fn)
+                logf = env.path('log-ra-%s-%s-%s' % (e, code, wait))
+                try:
+                    with ml.Mount(env, srv.url('{a,b}.tar'),
+                                  cache_dir=env.path('ra-%s-%s-%s' % (e, code, wait)),
+                                  extra=['--http-engine', e, '--warm', 'off', '--retry-budget',
+                                         budget, '--log-file', logf]) as m:
+                        st0 = m.stats()
+                        with srv.lock:
+                            st['armed'] = True
+                            st['left'] = 1 if wait == '1' else 1000
+                        r = read_child(env, ck, label, m, os.path.join(m.mnt, 'a.tar'))
+                        if r is None:
+                            continue
+                        rc, out, err = r
+                        s1 = m.stats()
+                        with srv.lock:
+                            gets = list(st['gets'])
+                        log('%s: rc %d, %s; %d GETs of the range' % (label, rc, err.strip(),
+                                                                     len(gets)))
+                        got = s1.get('store_retry_after', 0) - st0.get('store_retry_after', 0)
+                        if wait == '1':
+                            ck.ok(rc == 0 and out == data[OFF:OFF + 4096],
+                                  '%s: the read is not the exact bytes (rc %d, %s)' % (
+                                      label, rc, err.strip()))
+                            ck.eq('%s: GETs of the range' % label, len(gets), 2)
+                            ck.eq('%s: store_retry_after' % label, got, 1)
+                            ck.ok(len(gets) == 2 and gets[1] - gets[0] >= 0.99,
+                                  '%s: the second GET came %.3f s after the first, before '
+                                  'the 1 s asked' % (label, gets[1] - gets[0] if len(gets) == 2
+                                                     else -1))
+                        else:
+                            ck.eq('%s: the read fails with EIO' % label, (rc, err.strip()),
+                                  (3, 'errno 5'))
+                            ck.eq('%s: GETs of the range (no retry)' % label, len(gets), 1)
+                            ck.eq('%s: store_retry_after' % label, got, 0)
+                            text = (open(logf, errors='replace').read()
+                                    if os.path.exists(logf) else '')
+                            ck.ok('120 s (Retry-After)' in text and 'a.tar' in text,
+                                  '%s: no log line naming a.tar and the server\'s wait: %s' % (
+                                      label, ml.short(text[-600:], 600)))
+                finally:
+                    srv.close()
+
+
+GROUPS = {'trickle': group_trickle, 'redirects': group_redirects, 'fdlimit': group_fdlimit,
+          'retryafter': group_retryafter}
 
 
 def run_group(env, ck, group):
