@@ -61,7 +61,11 @@ struct fetch_link_meter {
 	uint64_t bytes;		/* bytes after the first byte, of fills of FETCH_LINK_RATE_MIN+ */
 	uint64_t ns;		/* ... and the time they took */
 	uint64_t samples;	/* fills measured (time to first byte) */
-	uint64_t rate_samples;	/* of those, fills long enough to measure a rate */
+	uint64_t rate_samples;	/* rate samples: long fills, and spans summed to as long */
+	/* the stage's spans since the last rate sample (fetch__link_span):
+	 * bytes after each one's first delivery, and the time they took */
+	uint64_t span_bytes, span_ns;
+	uint64_t spans; /* spans measured */
 };
 
 struct fetch_stage;
@@ -79,6 +83,13 @@ struct fetch {
  * s is freed). */
 void fetch__link_start(struct fetch *s);
 void fetch__link_stop(struct fetch *s);
+/* fetch_link.c: a fill's timing (the store's callback); a span read's
+ * (fetch_stage.c): the bytes after its first delivery and the time from
+ * that delivery to its last byte; the estimate as fetch_link_get gives
+ * it. m's lock is initialised (fetch__link_start, or a test's). */
+void fetch__link_fill(struct fetch_link_meter *m, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns);
+void fetch__link_span(struct fetch_link_meter *m, uint64_t bytes, int64_t xfer_ns);
+void fetch__link_read(struct fetch_link_meter *m, struct fetch_link *l);
 
 /* fetch_stage.c: the stage of s, of max bytes (0: none; made once, by the
  * first planner); freed by fetch_free once its reads ended. */

@@ -1,7 +1,7 @@
 /*
- * fetch_link.c — the link as the store's fills saw it (fetch.h:
- * fetch_link_get): every fill that got its bytes reports the time from its
- * request to the first byte and from there to the last
+ * fetch_link.c — the link as the store's fills and the stage's span reads
+ * saw it (fetch.h: fetch_link_get): every fill that got its bytes reports
+ * the time from its request to the first byte and from there to the last
  * (cachetier_set_fill_timing); the estimate is a decayed average (each
  * sample weighs 1/8, the ones before 7/8 of what they weighed): the time
  * to first byte of every fill, the rate of fills of FETCH_LINK_RATE_MIN
@@ -10,8 +10,23 @@
  * connection's pace). The planner sizes its lookahead and its gap from it
  * (fetch_planner.c).
  *
+ * The stage's span reads (fetch_stage.c, --plan-memory: most of a planned
+ * epoch's bytes, in spans of some 100-300 KB, each far below
+ * FETCH_LINK_RATE_MIN) feed the rate too, by their own rule
+ * (fetch__link_span): a span counts the bytes that came after its first
+ * delivery over the time from that delivery to its last byte, the time
+ * its connection was busy moving them; its time to first byte is never
+ * part of it (30 ms before 2 ms of transfer would read as a fifteenth of
+ * the rate), and the bytes of its first delivery neither (they came at
+ * the first byte, in no time: a span that came whole in it says nothing).
+ * The spans' bytes and times are summed until they reach
+ * FETCH_LINK_RATE_MIN bytes, then go into the average as one sample, as
+ * a fill of that length would. Their time to first byte is not taken (it
+ * runs from the read's start, which may wait for a connection).
+ *
  * Locks: the meter's own, a leaf, taken in the store's callback (with the
- * store's lock held) and by readers of the estimate.
+ * store's lock held), on the store's I/O thread at a span's end (no lock
+ * held) and by readers of the estimate.
  */
 #include <stdint.h>
 
@@ -23,10 +38,16 @@
  * the 60 MB/s of tests/bench/link_bench.py's emulator). */
 #define FETCH_LINK_RATE_MIN (1u << 20)
 
-static void link_note(void *ctx, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns)
+/* One rate sample of bytes over ns into the decayed sums (m->lock held). */
+static void rate_add(struct fetch_link_meter *m, uint64_t bytes, uint64_t ns)
 {
-	struct fetch_link_meter *m = ctx;
+	m->bytes = m->bytes - m->bytes / 8 + bytes;
+	m->ns = m->ns - m->ns / 8 + ns;
+	m->rate_samples++;
+}
 
+void fetch__link_fill(struct fetch_link_meter *m, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns)
+{
 	if (ttfb_ns < 0)
 		ttfb_ns = 0;
 	disk_mutex_lock(&m->lock);
@@ -35,18 +56,33 @@ static void link_note(void *ctx, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_n
 	else
 		m->ttfb_ns += (ttfb_ns - m->ttfb_ns) / 8;
 	m->samples++;
-	if (bytes >= FETCH_LINK_RATE_MIN && xfer_ns > 0) {
-		m->bytes = m->bytes - m->bytes / 8 + bytes;
-		m->ns = m->ns - m->ns / 8 + (uint64_t)xfer_ns;
-		m->rate_samples++;
+	if (bytes >= FETCH_LINK_RATE_MIN && xfer_ns > 0)
+		rate_add(m, bytes, (uint64_t)xfer_ns);
+	disk_mutex_unlock(&m->lock);
+}
+
+void fetch__link_span(struct fetch_link_meter *m, uint64_t bytes, int64_t xfer_ns)
+{
+	if (bytes == 0 || xfer_ns <= 0)
+		return; /* whole in its first delivery: no rate in it */
+	disk_mutex_lock(&m->lock);
+	m->span_bytes += bytes;
+	m->span_ns += (uint64_t)xfer_ns;
+	m->spans++;
+	if (m->span_bytes >= FETCH_LINK_RATE_MIN) {
+		rate_add(m, m->span_bytes, m->span_ns);
+		m->span_bytes = m->span_ns = 0;
 	}
 	disk_mutex_unlock(&m->lock);
 }
 
-void fetch_link_get(struct fetch *s, struct fetch_link *l)
+static void link_note(void *ctx, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns)
 {
-	struct fetch_link_meter *m = &s->link;
+	fetch__link_fill(ctx, ttfb_ns, bytes, xfer_ns);
+}
 
+void fetch__link_read(struct fetch_link_meter *m, struct fetch_link *l)
+{
 	disk_mutex_lock(&m->lock);
 	l->ttfb_ns = m->samples ? (uint64_t)m->ttfb_ns : 0;
 	l->rate = 0;
@@ -54,6 +90,11 @@ void fetch_link_get(struct fetch *s, struct fetch_link *l)
 		l->rate = (uint64_t)((double)m->bytes * 1e9 / (double)m->ns);
 	l->samples = m->samples;
 	disk_mutex_unlock(&m->lock);
+}
+
+void fetch_link_get(struct fetch *s, struct fetch_link *l)
+{
+	fetch__link_read(&s->link, l);
 }
 
 void fetch__link_start(struct fetch *s)
