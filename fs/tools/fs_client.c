@@ -1,8 +1,9 @@
 /*
  * fs_client.c — the commands that talk to a running mount through its
- * files, without FUSE: umount, stats, prefetch, refresh, plan. They read the
- * control files (MOUNTPOINT/.shardfs/stats) and send commands as the
- * FS_CTL_IOC ioctl on MOUNTPOINT/.shardfs/control (fs_core_ctl.h).
+ * files, without FUSE: stats, refresh, plan (prefetch: fs_prefetch.c),
+ * and the helpers they share (fs_client_i.h). They read the control files
+ * (MOUNTPOINT/.shardfs/stats) and send commands as the FS_CTL_IOC ioctl on
+ * MOUNTPOINT/.shardfs/control (fs_core_ctl.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 #include "fs_core.h"
 #include "fs_core_ctl.h"
 #include "fs_core_opt.h"
+#include "fs_client_i.h"
 #include "fs_mountid.h"
 #include "fs_tools.h"
 
@@ -31,8 +33,7 @@
  * arguments): -1 to go on, or the exit status after --help (0, on stdout)
  * or a wrong command line (2). A "--" first is dropped from *argc, *argv
  * (a MOUNTPOINT may then begin with '-'). */
-static int client_usage(int *argcp, char ***argvp, const char *synopsis, const char *about,
-			int more)
+int fs_client_usage(int *argcp, char ***argvp, const char *synopsis, const char *about, int more)
 {
 	int argc = *argcp, dashes = argc >= 1 && strcmp((*argvp)[0], "--") == 0;
 	char **argv = *argvp + dashes;
@@ -64,7 +65,7 @@ static int client_usage(int *argcp, char ***argvp, const char *synopsis, const c
  * daemon, a mount of another user (the control file is its owner's only,
  * and without allow_other the whole mount is) each have their own
  * message. */
-static void say_not_usable(const char *path, const struct fs_mnt *m, int err)
+void fs_client_say_not_usable(const char *path, const struct fs_mnt *m, int err)
 {
 	if (err == ENOTCONN)
 		fs_say_dead_mount(path);
@@ -84,7 +85,7 @@ static void say_not_usable(const char *path, const struct fs_mnt *m, int err)
 /* The shardfs mount at path, as the kernel has it (fs_mountid.h): 0 when
  * it answers; else 1 after saying why not (no mount there, a path inside
  * one, a dead daemon, another user's). */
-static int client_mount(const char *path, struct fs_mnt *m)
+int fs_client_mount(const char *path, struct fs_mnt *m)
 {
 	struct stat st;
 	int err = fs_mnt_identify(path, m);
@@ -92,7 +93,7 @@ static int client_mount(const char *path, struct fs_mnt *m)
 	if (err == 0 && m->state == FS_MNT_LIVE)
 		return 0;
 	if (err == 0)
-		say_not_usable(path, m, m->err);
+		fs_client_say_not_usable(path, m, m->err);
 	else if (err != -ENOENT)
 		fprintf(stderr, "shardfs: %s: %s\n", path, strerror(-err));
 	else if (stat(path, &st) < 0)
@@ -106,7 +107,7 @@ int fs_stats_main(int argc, char **argv)
 {
 	struct fs_stats_doc stats;
 	struct fs_mnt m;
-	int err, rc = client_usage(
+	int err, rc = fs_client_usage(
 		     &argc, &argv, "stats MOUNTPOINT",
 		     "Print the counters of a running mount (MOUNTPOINT/.shardfs/stats), one\n"
 		     "per line; MOUNTPOINT/.shardfs/metrics has them in Prometheus text format.\n",
@@ -114,11 +115,11 @@ int fs_stats_main(int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	if (client_mount(argv[0], &m))
+	if (fs_client_mount(argv[0], &m))
 		return 1;
 	err = fs_mnt_read_stats(m.dir, &stats);
 	if (err < 0) {
-		say_not_usable(argv[0], &m, -err);
+		fs_client_say_not_usable(argv[0], &m, -err);
 		return 1;
 	}
 	/* one line a field: its name and its value as it is (a string without
@@ -137,7 +138,7 @@ int fs_stats_main(int argc, char **argv)
 	return 0;
 }
 
-static double now_s(void)
+double fs_client_now(void)
 {
 	struct timespec ts;
 
@@ -150,8 +151,8 @@ static double now_s(void)
  * anything else is taken as relative to the mount root already, and
  * *outside is set when PATH names something that exists outside the mount
  * (so an error can say so rather than only "not in the mount"). */
-static const char *mount_relative(const char *mnt, const char *path, char *buf, size_t n,
-				  int *outside)
+const char *fs_client_mount_relative(const char *mnt, const char *path, char *buf, size_t n,
+				     int *outside)
 {
 	char *abs = realpath(path, NULL);
 	size_t ml = strlen(mnt);
@@ -173,7 +174,7 @@ static const char *mount_relative(const char *mnt, const char *path, char *buf, 
  * byte up to 0x20 (blanks, which the mount trims at a line's ends, a
  * newline, which ends the line), 0x7f and a backslash as "\xHH". 0, or
  * -ENAMETOOLONG when out (cap bytes) cannot hold it. */
-static int ctl_escape(const char *in, char *out, size_t cap)
+int fs_client_ctl_escape(const char *in, char *out, size_t cap)
 {
 	size_t o = 0;
 
@@ -193,7 +194,7 @@ static int ctl_escape(const char *in, char *out, size_t cap)
 
 /* Send command lines to a running mount (FS_CTL_IOC on its control file).
  * Returns what the mount's fs_ctl_command returned, or a negative errno. */
-static int ctl_send(int fd, const char *cmd)
+int fs_client_ctl_send(int fd, const char *cmd)
 {
 	static char buf[FS_CTL_IOC_LEN];
 	int r;
@@ -204,419 +205,6 @@ static int ctl_send(int fd, const char *cmd)
 	memcpy(buf, cmd, strlen(cmd));
 	r = ioctl(fd, FS_CTL_IOC, buf);
 	return r < 0 ? -errno : r;
-}
-
-/* The prefetch numbers of a stats snapshot: of the objects the latest
- * prefetch run named (run: its id), which is this command's while no other
- * began since. */
-struct pf_stats {
-	uint64_t want, have, unfit, pending, before, run, room, limit, fetched, errors;
-};
-
-static int pf_stats_read(const char *mnt, struct pf_stats *p)
-{
-	static const struct {
-		const char *name;
-		size_t off;
-	} fields[] = {
-	    {"prefetch_run_bytes", offsetof(struct pf_stats, want)},
-	    {"prefetch_run_cached_bytes", offsetof(struct pf_stats, have)},
-	    {"prefetch_run_unfit_bytes", offsetof(struct pf_stats, unfit)},
-	    {"prefetch_run_pending", offsetof(struct pf_stats, pending)},
-	    {"prefetch_run_before_bytes", offsetof(struct pf_stats, before)},
-	    {"prefetch_run", offsetof(struct pf_stats, run)},
-	    {"cache_room_bytes", offsetof(struct pf_stats, room)},
-	    {"cache_bytes_limit", offsetof(struct pf_stats, limit)},
-	    {"bytes_fetched", offsetof(struct pf_stats, fetched)},
-	    {"fill_errors", offsetof(struct pf_stats, errors)},
-	};
-	struct fs_stats_doc stats;
-	int err = fs_mnt_read_stats(mnt, &stats);
-
-	for (size_t i = 0; err == 0 && i < sizeof(fields) / sizeof(fields[0]); i++)
-		err = fs_stats_u64(&stats, fields[i].name,
-				   (uint64_t *)(void *)((char *)p + fields[i].off));
-	fs_stats_doc_free(&stats);
-	return err;
-}
-
-/* Exit status of 'shardfs prefetch' (also in its --help and README.md). */
-#define PF_EXIT_OK 0 /* everything asked for that fits is cached */
-/* a PATH was refused, the mount was lost or is being unmounted, or bytes
- * that fit are not cached (fills failed, or readers' fills evicted them
- * meanwhile) */
-#define PF_EXIT_ERR 1
-#define PF_EXIT_INT 130 /* SIGINT or SIGTERM: stopped following; the mount goes on */
-
-/* The signal that asked 'shardfs prefetch' to stop following (0: none). Its
- * handler is installed without SA_RESTART: a wait on the mount (the ioctl)
- * ends with EINTR, the mount having ended the wait at the kernel's
- * interrupt (fs_ctl.c), and the loop looks at this. */
-static volatile sig_atomic_t pf_stop_sig;
-
-static void pf_on_signal(int sig)
-{
-	pf_stop_sig = sig;
-}
-
-/* One 'shardfs prefetch': the mount, its counters before the commands
- * (s0, when have_s0) and now (s), of its run (run: the id). */
-struct pf_run {
-	const char *mnt;
-	struct pf_stats s0, s;
-	uint64_t run;
-	int ctl; /* its control file, open while it follows the run (-1: closed) */
-	int have_s0;
-	int tty;     /* stdout is a terminal: a progress bar, else a line every 5 s */
-	int ended;   /* the mount's prefetch of these objects is over */
-	int overrun; /* another prefetch run began: the counters are no longer ours */
-};
-
-/* Send 'prefetch PATH' for each PATH (none: everything) on the control
- * file fd; the exit status so far, and in *sent how many were taken. */
-static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent)
-{
-	char rel[PATH_MAX], esc[4 * PATH_MAX], line[4 * PATH_MAX + 16];
-	int rc = PF_EXIT_OK;
-
-	*sent = 0;
-	for (int i = argc > 1 ? 1 : 0; i < argc; i++) {
-		int outside = 0;
-		const char *r =
-		    argc > 1 ? mount_relative(mnt, argv[i], rel, sizeof(rel), &outside) : "";
-		int n, err = ctl_escape(r, esc, sizeof(esc));
-
-		n = snprintf(line, sizeof(line), "prefetch %s\n", esc);
-		if (err == 0)
-			err =
-			    n < 0 || (size_t)n >= sizeof(line) ? -ENAMETOOLONG : ctl_send(fd, line);
-		if (err == -ENOENT && outside)
-			fprintf(stderr,
-				"shardfs: prefetch %s: outside the mount %s, and no '%s' in it\n",
-				argv[i], mnt, r);
-		else if (err < 0)
-			fprintf(stderr, "shardfs: prefetch %s: %s\n", argc > 1 ? argv[i] : "(all)",
-				err == -ENOENT ? "no such file or directory in the mount"
-					       : strerror(-err));
-		if (err < 0) {
-			rc = PF_EXIT_ERR;
-			continue;
-		}
-		(*sent)++;
-		if (err == 1)
-			printf("prefetch: %s is inside a shard: prefetching the whole shard\n",
-			       argv[i]);
-	}
-	return rc;
-}
-
-/* Up front: what was asked, what was cached when it was asked (its fills
- * may be done by now), and what fits. */
-static void pf_say_plan(const struct pf_stats *s)
-{
-	char a[32], b[32], c[32], d[32];
-	uint64_t before = s->before < s->want ? s->before : s->want;
-	uint64_t missing = s->want - before;
-
-	fs_human_bytes(s->want, a, sizeof(a));
-	fs_human_bytes(before, b, sizeof(b));
-	fs_human_bytes(s->room, c, sizeof(c));
-	fs_human_bytes(s->limit, d, sizeof(d));
-	if (!missing)
-		printf("prefetch: %s asked, all of it cached already\n", a);
-	else
-		printf("prefetch: %s asked, %s of it cached; the cache (--cache-size %s) "
-		       "has room for %s more\n",
-		       a, b, d, c);
-	if (missing > s->room) {
-		fs_human_bytes(missing - s->room, a, sizeof(a));
-		printf("prefetch: about %s will not fit: a prefetch fills only free room "
-		       "and never evicts (a larger --cache-size, or prefetch less)\n",
-		       a);
-	}
-	fflush(stdout);
-}
-
-/* One progress report of the loop in pf_follow: a bar on a terminal (at
- * most 4 a second), else a line every 5 s; always at the end. rate: bytes
- * a second this run fetched. Returns whether it printed. */
-static int pf_report(const struct pf_run *r, double rate, double since_print)
-{
-	const struct pf_stats *s = &r->s;
-	char have_str[32], want_str[32], rate_s[48];
-
-	if (since_print < (r->tty ? 0.25 : 5) && !r->ended)
-		return 0;
-	/* the rate of what this run fetched from the store, not of what was
-	 * cached already */
-	if (r->have_s0 && s->fetched <= r->s0.fetched)
-		snprintf(rate_s, sizeof(rate_s), "%s",
-			 s->have >= s->want ? "already cached"
-			 : r->ended	    ? ""
-					    : "waiting for the store");
-	else
-		snprintf(rate_s, sizeof(rate_s), "%.1f MB/s", rate / 1e6);
-	fs_human_bytes(s->have, have_str, sizeof(have_str));
-	fs_human_bytes(s->want, want_str, sizeof(want_str));
-	if (r->tty) {
-		int pct = s->want ? (int)(100.0 * (double)s->have / (double)s->want) : 100;
-		int bar = pct > 100 ? 20 : pct / 5;
-		double eta = rate > 0 && s->want > s->have ? (double)(s->want - s->have) / rate : 0;
-
-		printf("\r[%.*s%.*s] %3d%%  %s / %s  %s  ETA %d:%02d ", bar, "####################",
-		       20 - bar, "--------------------", pct, have_str, want_str, rate_s,
-		       (int)eta / 60, (int)eta % 60);
-	} else {
-		printf("prefetch: %s of %s cached%s%s\n", have_str, want_str, rate_s[0] ? ", " : "",
-		       rate_s);
-	}
-	fflush(stdout);
-	return 1;
-}
-
-/* Wait until the mount's prefetch of run r is over or ms milliseconds
- * passed (at most FS_CTL_WAIT_MAX_MS): a 'prefetch-wait' command on the
- * control file, which the mount answers within 10 ms of the run's end.
- * 1 over (or another run began), 0 not yet, or a negative errno: -EINVAL
- * from a mount without the command, -EINTR when a signal came (a stop and
- * continue, or SIGINT: pf_stop_sig), -ESHUTDOWN when 'shardfs umount' asks
- * the control file's users to leave (umount-notice). */
-static int pf_wait(const struct pf_run *r, int ms)
-{
-	char line[64];
-
-	snprintf(line, sizeof(line), "prefetch-wait %" PRIu64 " %d\n", r->run, ms);
-	return ctl_send(r->ctl, line);
-}
-
-static void pf_close(struct pf_run *r)
-{
-	if (r->ctl >= 0)
-		close(r->ctl);
-	r->ctl = -1;
-}
-
-/* A signal asked to stop following (pf_stop_sig): say where the run
- * stands and that the mount goes on with it. PF_EXIT_INT. */
-static int pf_stopped(const struct pf_run *r)
-{
-	char have[32], want[32];
-
-	fs_human_bytes(r->s.have, have, sizeof(have));
-	fs_human_bytes(r->s.want, want, sizeof(want));
-	fprintf(stderr,
-		"%sshardfs: prefetch: %s: stopped following (%s of %s cached); the mount "
-		"goes on with the prefetch ('shardfs stats %s' shows it)\n",
-		r->tty ? "\n" : "", pf_stop_sig == SIGINT ? "interrupted (SIGINT)" : "SIGTERM",
-		have, want, r->mnt);
-	return PF_EXIT_INT;
-}
-
-/* Follow the mount's counters until every byte asked is cached or the
- * mount's prefetch of them is over (what did not fit was skipped, failed
- * fills gave up); r->s holds them as read last. They are read again only
- * when a report is due (4 times a second on a terminal, every 5 s
- * otherwise) and at the end: in between the command waits on the mount
- * (pf_wait), which answers at the run's end, so the command ends within
- * about 10 ms of the last fill without reading the stats file over and
- * over (each read renders every counter). A mount without 'prefetch-wait'
- * is read every 20 ms. The exit status so far; r->ended says whether it
- * ended. */
-static int pf_follow(struct pf_run *r)
-{
-	double t0 = now_s(), last_print = 0, last_progress = t0;
-	uint64_t last_have = 0;
-	int waits = r->ctl >= 0; /* the mount takes 'prefetch-wait' */
-
-	for (int first = 1;; first = 0) {
-		struct pf_stats *s = &r->s;
-		double t = now_s(), rate = 0;
-
-		if (pf_stop_sig)
-			return pf_stopped(r);
-		/* the first time, the counters the plan was said from */
-		if (!first && pf_stats_read(r->mnt, s) < 0) {
-			if (pf_stop_sig) /* the read was interrupted */
-				return pf_stopped(r);
-			fprintf(stderr, "%sshardfs: lost the mount at %s\n", r->tty ? "\n" : "",
-				r->mnt);
-			return PF_EXIT_ERR;
-		}
-		if (s->run != r->run) {
-			r->overrun = 1;
-			fprintf(stderr,
-				"%sshardfs: another prefetch began on %s: its progress is not this "
-				"command's ('shardfs stats' shows the mount's)\n",
-				r->tty ? "\n" : "", r->mnt);
-			return PF_EXIT_OK;
-		}
-		r->ended = s->have >= s->want || s->pending == 0;
-		if (s->have != last_have) {
-			last_have = s->have;
-			last_progress = t;
-		}
-		if (r->have_s0 && s->fetched > r->s0.fetched && t - t0 >= 0.01)
-			rate = (double)(s->fetched - r->s0.fetched) / (t - t0);
-		if (pf_report(r, rate, t - last_print))
-			last_print = t;
-		if (r->ended)
-			return PF_EXIT_OK;
-		if (t - last_progress > 120) {
-			/* a safety net: the mount's fills give up within their retry
-			 * budget, so this is not reached while the daemon works */
-			fprintf(stderr,
-				"\nshardfs: prefetch made no progress for 2 minutes (%" PRIu64
-				" fill errors; see the log)\n",
-				s->errors);
-			return PF_EXIT_ERR;
-		}
-		/* until the next report is due, or the run is over */
-		while (waits) {
-			double left = (r->tty ? 0.25 : 5) - (now_s() - last_print);
-			int ms, w;
-
-			if (left <= 0)
-				break;
-			ms = left * 1000 >= FS_CTL_WAIT_MAX_MS ? FS_CTL_WAIT_MAX_MS
-							       : (int)(left * 1000) + 1;
-			w = pf_wait(r, ms);
-			if (w == 1 || pf_stop_sig)
-				break;
-			if (w == -ESHUTDOWN) {
-				pf_close(r);
-				fprintf(stderr,
-					"%sshardfs: prefetch: %s is being unmounted ('shardfs "
-					"umount'): stopped following the prefetch\n",
-					r->tty ? "\n" : "", r->mnt);
-				return PF_EXIT_ERR;
-			}
-			/* -EINTR without a stop asked: a stop and continue
-			 * (Ctrl-Z, fg); the wait goes on */
-			if (w < 0 && w != -EINTR) {
-				waits = 0; /* an older mount (or a failure): poll */
-				pf_close(r);
-			}
-		}
-		if (!waits && !pf_stop_sig)
-			nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
-	}
-}
-
-/* The summary: every byte asked is cached already, fetched now, skipped
- * because it did not fit, or missing (failed). The exit status. */
-static int pf_summary(const struct pf_run *r)
-{
-	char a[32], b[32], c[32], d[32];
-	uint64_t want = r->s.want, have = r->s.have < want ? r->s.have : want;
-	uint64_t before = r->s.before;
-	uint64_t unfit = r->s.unfit, got, missing;
-
-	if (before > have)
-		before = have; /* evicted meanwhile */
-	got = have - before;
-	if (unfit > want - have)
-		unfit = want - have;
-	missing = want - have - unfit;
-	fs_human_bytes(got, a, sizeof(a));
-	fs_human_bytes(before, b, sizeof(b));
-	fs_human_bytes(unfit, c, sizeof(c));
-	printf("prefetch: done: %s fetched, %s cached already, %s did not fit", a, b, c);
-	if (missing) {
-		fs_human_bytes(missing, d, sizeof(d));
-		printf(", %s not cached (%" PRIu64 " fills failed meanwhile, see the mount's log; "
-		       "or readers' fills evicted them)\n",
-		       d, r->s.errors - (r->have_s0 ? r->s0.errors : 0));
-		return PF_EXIT_ERR;
-	}
-	printf("\n");
-	return PF_EXIT_OK;
-}
-
-int fs_prefetch_main(int argc, char **argv)
-{
-	struct pf_run r = {.tty = isatty(STDOUT_FILENO), .ctl = -1};
-	struct sigaction sa = {.sa_handler = pf_on_signal};
-	struct fs_mnt m;
-	char path[PATH_MAX + 32], *mnt;
-	int fd, rc, sent, f;
-
-	rc = client_usage(
-	    &argc, &argv, "prefetch MOUNTPOINT [PATH...]",
-	    "Fill the cache of a running mount with the objects at or below each PATH\n"
-	    "(a shard, a directory, a file; none: everything) and follow the progress.\n"
-	    "A PATH inside a shard's member directory prefetches that whole shard.\n"
-	    "A prefetch fills only the room the cache has (--cache-size, the disk's\n"
-	    "reserve) and never evicts: it says up front how much fits, fetches that,\n"
-	    "and ends with what it fetched, what was cached already and what did not fit.\n\n"
-	    "Ctrl-C stops following (the mount goes on with the prefetch); 'shardfs\n"
-	    "umount' of the mount makes it stop following too.\n\n"
-	    "exit status: 0 when everything that fits is cached (bytes that did not fit\n"
-	    "are no error); 1 when a PATH is not in the mount, the mount went away or is\n"
-	    "being unmounted, or bytes that fit are not cached (fills failed: see the\n"
-	    "mount's log); 130 after Ctrl-C or SIGTERM.\n",
-	    1);
-	if (rc >= 0)
-		return rc;
-	if (client_mount(argv[0], &m))
-		return 1;
-	mnt = strdup(m.dir);
-	if (!mnt) {
-		fprintf(stderr, "shardfs: %s\n", strerror(ENOMEM));
-		return 1;
-	}
-	r.mnt = mnt;
-	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		say_not_usable(argv[0], &m, errno);
-		free(mnt);
-		return 1;
-	}
-	/* what had been fetched: the rate of this run */
-	r.have_s0 = pf_stats_read(mnt, &r.s0) == 0;
-	/* a run of its own: the counters followed are of the objects this
-	 * command names, not of earlier prefetches' */
-	if (ctl_send(fd, "prefetch-start\n") < 0) {
-		fprintf(stderr,
-			"shardfs: prefetch: %s: the mount does not take 'prefetch-start' "
-			"(an older shardfs?)\n",
-			mnt);
-		close(fd);
-		free(mnt);
-		return PF_EXIT_ERR;
-	}
-	rc = pf_send(fd, mnt, argc, argv, &sent);
-	/* kept open for the waits: 'shardfs umount' finds this command by it
-	 * and asks it to leave (umount-notice) */
-	r.ctl = fd;
-	if (!sent || pf_stats_read(mnt, &r.s) < 0) {
-		/* none sent: the mount's progress would be of other prefetches */
-		if (sent)
-			fprintf(stderr, "shardfs: lost the mount at %s\n", mnt);
-		pf_close(&r);
-		free(mnt);
-		return sent ? PF_EXIT_ERR : rc;
-	}
-	r.run = r.s.run;
-	pf_say_plan(&r.s);
-	/* Ctrl-C or SIGTERM: stop following and say so (pf_stopped) */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	f = pf_follow(&r);
-	pf_close(&r);
-	if (f == PF_EXIT_INT) {
-		free(mnt);
-		return f;
-	}
-	if (f != PF_EXIT_OK)
-		rc = PF_EXIT_ERR;
-	if (r.tty)
-		printf("\n");
-	if (r.ended && pf_summary(&r) != PF_EXIT_OK)
-		rc = PF_EXIT_ERR;
-	free(mnt);
-	return rc;
 }
 
 /* The counters 'shardfs refresh' reports, from a stats snapshot. */
@@ -642,27 +230,27 @@ int fs_refresh_main(int argc, char **argv)
 	struct fs_mnt m;
 	char path[PATH_MAX + 32];
 	int fd, err,
-	    rc =
-		client_usage(&argc, &argv, "refresh MOUNTPOINT",
-			     "List the source of a running mount again: new shards appear, removed "
-			     "ones\ngo, changed ones are indexed again when next looked up (their "
-			     "old view\ngives ESTALE). Prints what changed.\n",
-			     0);
+	    rc = fs_client_usage(
+		&argc, &argv, "refresh MOUNTPOINT",
+		"List the source of a running mount again: new shards appear, removed "
+		"ones\ngo, changed ones are indexed again when next looked up (their "
+		"old view\ngives ESTALE). Prints what changed.\n",
+		0);
 
 	if (rc >= 0)
 		return rc;
-	if (client_mount(argv[0], &m))
+	if (fs_client_mount(argv[0], &m))
 		return 1;
 	snprintf(path, sizeof(path), "%s/.shardfs/control", m.dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	err = fd < 0 ? -errno : refresh_counts(m.dir, before);
 	if (err < 0) {
-		say_not_usable(argv[0], &m, -err);
+		fs_client_say_not_usable(argv[0], &m, -err);
 		if (fd >= 0)
 			close(fd);
 		return 1;
 	}
-	err = ctl_send(fd, "refresh\n");
+	err = fs_client_ctl_send(fd, "refresh\n");
 	close(fd);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: refresh of %s failed: %s (see the mount's log)\n",
@@ -838,7 +426,7 @@ static int plan_line(const struct plan_args *a, char *line, size_t size, char **
 			return 1;
 		}
 	}
-	n = *abs && ctl_escape(*abs, esc, sizeof(esc)) < 0 ? -1
+	n = *abs && fs_client_ctl_escape(*abs, esc, sizeof(esc)) < 0 ? -1
 	    : a->clear ? snprintf(line, size, "plan-clear %s\n", a->name)
 		       : snprintf(line, size, "plan %s %s\n", a->name, esc);
 	if (n < 0 || (size_t)n >= size) {
@@ -888,14 +476,14 @@ static void plan_on_signal(int sig)
  * request is interrupted: the mount stops publishing between two shards'
  * builds); a mount without these counters (an older shardfs) is waited
  * for as before, without progress and without that bound.
- * Returns what ctl_send returned, -ETIMEDOUT after giving up, or -EINTR
+ * Returns what fs_client_ctl_send returned, -ETIMEDOUT after giving up, or -EINTR
  * after SIGINT or SIGTERM. */
 static int plan_send(int fd, const char *mnt, const char *line)
 {
 	struct sigaction sa = {.sa_handler = plan_on_signal}, old_int, old_term;
 	struct plan_progress p0 = {0}, p = {0}, last = {0};
 	int tty = isatty(2), have0, status, err = 0, shown = 0;
-	double t0 = now_s(), last_print = t0, last_move = t0;
+	double t0 = fs_client_now(), last_print = t0, last_move = t0;
 	pid_t pid;
 
 	have0 = plan_progress_read(mnt, &p0) == 0;
@@ -911,13 +499,13 @@ static int plan_send(int fd, const char *mnt, const char *line)
 	if (pid == 0) {
 		/* the handlers stay: a signal interrupts the request, and the
 		 * mount's answer (-EINTR) ends it */
-		err = ctl_send(fd, line);
+		err = fs_client_ctl_send(fd, line);
 		_exit(err < 0 ? (-err < 255 ? -err : 255) : 0);
 	}
 	for (;;) {
 		struct timespec ts = {0, 100 * 1000 * 1000};
 		pid_t w = waitpid(pid, &status, WNOHANG);
-		double t = now_s();
+		double t = fs_client_now();
 
 		if (w == pid)
 			break;
@@ -974,19 +562,19 @@ int fs_plan_main(int argc, char **argv)
 	if (err >= 0)
 		return err;
 	/* the mount first: a FILE is only worth a word once there is a mount */
-	if (client_mount(a.mnt, &m))
+	if (fs_client_mount(a.mnt, &m))
 		return 1;
 	snprintf(path, sizeof(path), "%s/.shardfs/control", m.dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		say_not_usable(a.mnt, &m, errno);
+		fs_client_say_not_usable(a.mnt, &m, errno);
 		return 1;
 	}
 	if (plan_line(&a, line, sizeof(line), &abs)) {
 		close(fd);
 		return 1;
 	}
-	err = a.clear ? ctl_send(fd, line) : plan_send(fd, m.dir, line);
+	err = a.clear ? fs_client_ctl_send(fd, line) : plan_send(fd, m.dir, line);
 	close(fd);
 	if (err == -ETIMEDOUT || err == -EINTR) {
 		fprintf(stderr, "shardfs plan: %s; the plan '%s' was not published\n",
