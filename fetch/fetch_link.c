@@ -10,6 +10,14 @@
  * connection's pace). The planner sizes its lookahead and its gap from it
  * (fetch_planner.c).
  *
+ * Not in force: the stage does not feed its spans (fetch_stage.c,
+ * link_spans 0). In the planned epoch of tests/bench/link_bench.py at
+ * load 31-43 the rule below read 237.8 MB/s a connection where the
+ * emulator paces 60 and the fills' rule read 54.4: a short span's
+ * deliveries after its first bunch up when the store's I/O thread is
+ * late (tests/bench/README.md, "The stage's spans and the link meter").
+ * The rule, kept with its test (tests/unit/test_linkmeter.c):
+ *
  * The stage's span reads (fetch_stage.c, --plan-memory: most of a planned
  * epoch's bytes, in spans of some 100-300 KB, each far below
  * FETCH_LINK_RATE_MIN) feed the rate too, by their own rule

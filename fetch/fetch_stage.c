@@ -164,6 +164,7 @@ struct fetch_stage {
 	struct fetch_stage_stats c;
 	struct fetch_stage_pool pool;  /* free buffers (fetch_stagebuf.c) */
 	struct fetch_link_meter *link; /* the fetch's: spans' timings go there */
+	int link_spans;		       /* 0: they do not (fetch_link.c says why) */
 };
 
 int fetch__stage_new(struct fetch *s, uint64_t max)
@@ -332,7 +333,9 @@ static void stage_done(void *arg, int err)
 	struct stage_piece *p = arg;
 	struct fetch_stage *st = p->st;
 
-	if (err == 0 && p->timed && p->first_ns) /* the link meter's rule: fetch_link.c */
+	/* not fed to the link meter (fetch__link_span): at load its deliveries
+	 * bunch up and it read 4 x the link's rate (fetch_link.c) */
+	if (err == 0 && p->timed && p->first_ns && st->link_spans)
 		fetch__link_span(st->link, p->end - p->first_end, stage_now_ns() - p->first_ns);
 	disk_mutex_lock(&st->lock);
 	p->state = err < 0 ? STAGE_FAILED : STAGE_OK;

@@ -446,7 +446,7 @@ const struct ctl_counter fs_ctl_counters[] = {
      CTL_GAUGE_MS, SNAP(link_ttfb_ms)},
     {"link_rate_bytes",
      "bytes per second one connection delivered after its first byte, as measured (fills of "
-     "1 MiB or more, and the stage's spans summed to 1 MiB; 0 until one)",
+     "1 MiB or more; 0 until one)",
      G, SNAP(link.rate)},
 };
 #undef FS
