@@ -703,12 +703,92 @@ uint64_t cachetier__disk_avail(struct cachetier *ct, uint64_t need)
 	return avail;
 }
 
+/* Evictions running on other threads make the room, more than room_over
+ * of it: their bytes leave the disk when they finish: wait, do not write
+ * over them (nor evict more than needed). Only an eviction's end wakes this
+ * wait (ct->evicting > 0 here, and it ends without waiting on anything):
+ * the unit states' broadcasts at every fill's end would wake every fill
+ * thread here. Counted in room_waits once a call (*waited). ct->lock held
+ * (the wait drops it); the caller counted itself in ct->room_waiters. */
+static void room_wait_punches(struct cachetier *ct, int *waited)
+{
+	int64_t w0 = cachetier__mono_ns();
+
+	disk_cond_wait(&ct->room_cond, &ct->lock);
+	atomic_fetch_sub(&ct->room_waiters, 1);
+	ct->room_wait_ns += (uint64_t)(cachetier__mono_ns() - w0);
+	ct->room_waits += !*waited;
+	*waited = 1;
+}
+
+/* No victim found: other processes may have cached objects this one has
+ * not seen yet, or units of objects live here (every live object's units
+ * placed anew in eviction's order: cachetier_evheap.c). ct->lock held. */
+static void room_rescan(struct cachetier *ct)
+{
+	int64_t r0 = ct->rescan_ns;
+
+	cachetier__rescan(ct);
+	for (struct ct_file *g = ct->files; g && ct->rescan_ns != r0; g = g->next) {
+		if (g->live)
+			cachetier__ev_mark(ct, g);
+	}
+}
+
+/* One eviction toward a fill's room: the directory over its limit by
+ * excess bytes (usage, fills in flight, punches past room_over) and
+ * *want_free bytes of free space wanted. The victim is the first of
+ * eviction's order, or a decoded copy used before it; a prefetch fill
+ * (spare_ahead) evicts only while what was filled ahead stays within the
+ * rules' share (half the cache: the rest is the readers', whose readahead
+ * then evicts what they read, never what was fetched ahead for them).
+ * 1: look again; 0: nothing left to evict (a fill over the limit); or
+ * -ENOSPC (a prefetch fill: skipped). *rescanned: a rescan was made for
+ * this call. ct->lock held (evictions drop it). */
+static int room_evict(struct cachetier *ct, struct ev_ctx *x, uint64_t len, uint64_t excess,
+		      uint64_t *want_free, int *rescanned)
+{
+	struct ev_key key, next;
+	struct ct_dec *d;
+	struct ct_file *f;
+	uint64_t freed, need;
+
+	x->now = cachetier__now_ns();
+	if (x->spare && cachetier__ev_ahead(ct, x->now) + len > cachetier__ahead_share(ct))
+		return -ENOSPC;
+	x->pnow = atomic_load_explicit(&ct->plan_now, memory_order_relaxed);
+	f = cachetier__ev_pick(ct, x, &key, &next);
+	d = victim_dec(ct);
+	/* a decoded copy goes before units no plan speaks of that were used
+	 * after it, and before units a plan needs */
+	if (d && (!f || key.cls > EV_LRU || (key.cls == EV_LRU && d->atime_ns < key.at))) {
+		freed = evict_dec(ct, d);
+		*want_free = freed >= *want_free ? 0 : *want_free - freed;
+		return 1;
+	}
+	if (!f && !*rescanned) {
+		*rescanned = 1;
+		room_rescan(ct);
+		return 1;
+	}
+	if (!f)				       /* everything left is pinned (or spared) */
+		return x->spare ? -ENOSPC : 0; /* fill over the limit */
+	need = excess > *want_free ? excess : *want_free;
+	if (need < ev_batch(ct))
+		need = ev_batch(ct);
+	/* for free space (want_free) the punch is made here: the filesystem
+	 * counts bytes not punched yet as used */
+	freed = evict(ct, f, need ? need : 1, x, next, *want_free > 0);
+	*want_free = freed >= *want_free ? 0 : *want_free - freed;
+	return 1;
+}
+
 static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
 			  uint64_t own, int64_t *cpu0)
 {
 	struct ev_ctx x = {0, spare_ahead, near, ct, 0};
 	uint64_t want_free = 0, avail;
-	int rescanned = 0, waited = 0;
+	int rescanned = 0, waited = 0, r = 1;
 
 	CT_OFF_LOOP();
 	/* the other fills in flight count too, each byte once (own: this
@@ -718,16 +798,13 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		want_free = ct->cfg.min_free_bytes + len - avail;
 	ct->room_bytes += len;
 	ct->evict_round++;
-	for (;;) {
+	while (r > 0) {
 		/* the whole directory's bytes (every process and source) plus
 		 * this process's fills in flight */
-		uint64_t total, evicting;
+		uint64_t total;
 		/* bytes being punched that do not count as freed (room_over) */
 		uint64_t over;
-		struct ct_room r;
-		struct ct_file *f;
-		struct ev_key key, next;
-		uint64_t freed, need;
+		struct ct_room acct;
 
 		/* a punch's end lowers ct->evicting without ct->lock and takes it
 		 * to wake room_cond only when it sees a waiter: counted before
@@ -735,83 +812,25 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		 * look and the wait unseen (cachetier_punch.c, punch_room) */
 		atomic_fetch_add(&ct->room_waiters, 1);
 		/* each byte in one of the three (cachetier__acct_get) */
-		cachetier__acct_get(ct, &r);
-		total = r.usage + r.reserved;
-		evicting = r.evicting;
-		over = evicting > room_over(ct) ? evicting - room_over(ct) : 0;
+		cachetier__acct_get(ct, &acct);
+		total = acct.usage + acct.reserved;
+		over = acct.evicting > room_over(ct) ? acct.evicting - room_over(ct) : 0;
 		if (total + over <= ct->cfg.cache_size_bytes && want_free == 0) {
 			atomic_fetch_sub(&ct->room_waiters, 1);
 			break;
 		}
 		if (total <= ct->cfg.cache_size_bytes && want_free == 0) {
-			/* evictions running on other threads make the room, more
-			 * than room_over of it: their bytes leave the disk when
-			 * they finish: wait, do not write over them (nor evict
-			 * more than needed). Only an eviction's end wakes this
-			 * wait (ct->evicting > 0 here, and it ends without waiting
-			 * on anything): the unit states' broadcasts at every fill's
-			 * end would wake every fill thread here. */
-			int64_t w0 = cachetier__mono_ns();
-
-			disk_cond_wait(&ct->room_cond, &ct->lock);
-			atomic_fetch_sub(&ct->room_waiters, 1);
-			ct->room_wait_ns += (uint64_t)(cachetier__mono_ns() - w0);
-			ct->room_waits += !waited;
-			waited = 1;
+			room_wait_punches(ct, &waited);
 			continue;
 		}
 		atomic_fetch_sub(&ct->room_waiters, 1); /* evicts: does not wait */
 		if (*cpu0 < 0) /* must evict from here (cachetier__make_room_near) */
 			*cpu0 = cachetier__cpu_ns();
-		/* a prefetch fill evicts only while what was filled ahead stays
-		 * within the rules' share (half the cache): the rest is the
-		 * readers' (their readahead then evicts what they read, never
-		 * what was fetched ahead for them) */
-		x.now = cachetier__now_ns();
-		if (spare_ahead &&
-		    cachetier__ev_ahead(ct, x.now) + len > cachetier__ahead_share(ct))
-			return -ENOSPC;
-		x.pnow = atomic_load_explicit(&ct->plan_now, memory_order_relaxed);
-		f = cachetier__ev_pick(ct, &x, &key, &next);
-		{
-			struct ct_dec *d = victim_dec(ct);
-
-			/* a decoded copy goes before units no plan speaks of that
-			 * were used after it, and before units a plan needs */
-			if (d && (!f || key.cls > EV_LRU ||
-				  (key.cls == EV_LRU && d->atime_ns < key.at))) {
-				freed = evict_dec(ct, d);
-				want_free = freed >= want_free ? 0 : want_free - freed;
-				continue;
-			}
-		}
-		if (!f && !rescanned) {
-			/* other processes may have cached objects this one has
-			 * not seen yet, or units of objects live here (every live
-			 * object's units placed anew: cachetier_evheap.c) */
-			int64_t r0 = ct->rescan_ns;
-
-			rescanned = 1;
-			cachetier__rescan(ct);
-			for (struct ct_file *g = ct->files; g && ct->rescan_ns != r0; g = g->next) {
-				if (g->live)
-					cachetier__ev_mark(ct, g);
-			}
-			continue;
-		}
-		if (!f) /* everything left is pinned (or spared) */
-			return spare_ahead ? -ENOSPC : 0; /* fill over the limit */
-		need = total + over > ct->cfg.cache_size_bytes
-			   ? total + over - ct->cfg.cache_size_bytes
-			   : 0;
-		if (need < want_free)
-			need = want_free;
-		if (need < ev_batch(ct))
-			need = ev_batch(ct);
-		/* for free space (want_free) the punch is made here: the
-		 * filesystem counts bytes not punched yet as used */
-		freed = evict(ct, f, need ? need : 1, &x, next, want_free > 0);
-		want_free = freed >= want_free ? 0 : want_free - freed;
+		r = room_evict(ct, &x, len,
+			       total + over > ct->cfg.cache_size_bytes
+				   ? total + over - ct->cfg.cache_size_bytes
+				   : 0,
+			       &want_free, &rescanned);
 	}
-	return 0;
+	return r < 0 ? r : 0;
 }
