@@ -95,12 +95,13 @@ DECISIONS = [
 ]
 # Where the store acts on each answer: the function of cachetier/ that calls the asking one.
 ASKED_BY = {
-    'cachetier__queue_wait': ('cachetier/cachetier_read.c', 'cachetier__file_read_begin'),
-    'cachetier__queue_read': ('cachetier/cachetier_read.c', 'cachetier__file_read_begin'),
+    # cachetier__file_read_begin's steps (read_pin: the pins; read_look: the wait for a unit)
+    'cachetier__queue_wait': ('cachetier/cachetier_read.c', 'read_look'),
+    'cachetier__queue_read': ('cachetier/cachetier_read.c', 'read_pin'),
     'window_cap': (QC, 'cachetier_readahead_max'),
     'cachetier__decode_ahead': ('cachetier/cachetier_decode.c', 'dec_read'),
     'cachetier__batch_unfit': ('cachetier/cachetier_batch.c', 'cachetier_batch_fill'),
-    'cachetier__ahead_share': [('cachetier/cachetier_evict.c', 'make_room_near'),
+    'cachetier__ahead_share': [('cachetier/cachetier_evict.c', 'room_evict'),
                                ('cachetier/cachetier_span.c', 'cachetier_held_get')],
 }
 # Behaviour tests of rules that are not in RULE_TESTS: the hook, the file, its group
