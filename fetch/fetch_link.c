@@ -10,8 +10,8 @@
  * connection's pace). The planner sizes its lookahead and its gap from it
  * (fetch_planner.c).
  *
- * Not in force: the stage does not feed its spans (fetch_stage.c,
- * link_spans 0). In the planned epoch of tests/bench/link_bench.py at
+ * Not in force: nothing calls fetch__link_span but its test (the stage
+ * does not time its spans). In the planned epoch of tests/bench/link_bench.py at
  * load 31-43 the rule below read 237.8 MB/s a connection where the
  * emulator paces 60 and the fills' rule read 54.4: a short span's
  * deliveries after its first bunch up when the store's I/O thread is
@@ -33,8 +33,7 @@
  * runs from the read's start, which may wait for a connection).
  *
  * Locks: the meter's own, a leaf, taken in the store's callback (with the
- * store's lock held), on the store's I/O thread at a span's end (no lock
- * held) and by readers of the estimate.
+ * store's lock held) and by readers of the estimate.
  */
 #include <stdint.h>
 

@@ -132,12 +132,6 @@ struct stage_piece {
 	uint32_t last;	  /* the plan index of its last planned path */
 	unsigned readers; /* reads copying from it now */
 	uint32_t nsub, left;
-	/* the link meter's span (fetch__link_span): timed (a ranged read of
-	 * the store, not a batch's item), its first delivery's time and end;
-	 * the read's thread only (progress and done) */
-	int timed;
-	int64_t first_ns;
-	uint64_t first_end;
 	struct stage_sub sub[];
 };
 
@@ -162,9 +156,7 @@ struct fetch_stage {
 	uint64_t span_max, seq; /* the longest span staged; pieces staged */
 	unsigned inflight;
 	struct fetch_stage_stats c;
-	struct fetch_stage_pool pool;  /* free buffers (fetch_stagebuf.c) */
-	struct fetch_link_meter *link; /* the fetch's: spans' timings go there */
-	int link_spans;		       /* 0: they do not (fetch_link.c says why) */
+	struct fetch_stage_pool pool; /* free buffers (fetch_stagebuf.c) */
 };
 
 int fetch__stage_new(struct fetch *s, uint64_t max)
@@ -179,7 +171,6 @@ int fetch__stage_new(struct fetch *s, uint64_t max)
 	disk_mutex_init(&st->lock, DISK_LOCK_FETCH_STAGE);
 	pthread_cond_init(&st->cond, NULL);
 	st->max = max;
-	st->link = &s->link;
 	atomic_store(&s->stage, st);
 	return 0;
 }
@@ -320,23 +311,11 @@ void fetch__stage_free(struct fetch *s)
 
 /* cachetier_mem_done_fn: the store's I/O thread (or the planner's, for a
  * store that reads in the caller). */
-static int64_t stage_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static void stage_done(void *arg, int err)
 {
 	struct stage_piece *p = arg;
 	struct fetch_stage *st = p->st;
 
-	/* not fed to the link meter (fetch__link_span): at load its deliveries
-	 * bunch up and it read 4 x the link's rate (fetch_link.c) */
-	if (err == 0 && p->timed && p->first_ns && st->link_spans)
-		fetch__link_span(st->link, p->end - p->first_end, stage_now_ns() - p->first_ns);
 	disk_mutex_lock(&st->lock);
 	p->state = err < 0 ? STAGE_FAILED : STAGE_OK;
 	p->err = err;
@@ -375,10 +354,6 @@ static void stage_progress(void *arg, uint64_t end)
 	struct stage_piece *p = arg;
 	struct fetch_stage *st = p->st;
 
-	if (p->timed && !p->first_ns) {
-		p->first_ns = stage_now_ns();
-		p->first_end = end;
-	}
 	atomic_store(&p->have, end);
 	if (atomic_load(&p->need) > end)
 		return;
@@ -475,7 +450,6 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 	p->end = end;
 	p->plan = plan;
 	p->last = last;
-	p->timed = read == NULL;
 	atomic_init(&p->have, off);
 	atomic_init(&p->need, UINT64_MAX);
 	p->nsub = p->left = (uint32_t)nsub;
