@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "backend.h"
 
@@ -951,6 +952,10 @@ const struct cachetier_stop *cachetier_request_stop(const struct cachetier_stop 
  * it a stop at all (its waits then look every CACHETIER_STOP_TICK_MS)? */
 int cachetier_request_stopped(void);
 int cachetier_request_stoppable(void);
+/* *t: the next time a wait of a request with a stop looks at it,
+ * CACHETIER_STOP_TICK_MS from now on CLOCK_REALTIME (disk_cond_timedwait's
+ * clock). */
+void cachetier_request_tick(struct timespec *t);
 /* How often a wait of a request with a stop looks at it: the most an
  * interrupted reader waits past its interrupt (libfuse reads FUSE_INTERRUPT
  * on another thread and only sets a flag; a tick costs a wake-up of a

@@ -464,18 +464,13 @@ static int units_still(const struct cachetier *ct, const struct ct_file *f, uint
 	return pending;
 }
 
-/* *t: the next tick of a stop (CACHETIER_STOP_TICK_MS from now, as
- * CLOCK_REALTIME), when it comes before *t. */
+/* *t: the next tick of a stop (cachetier_request_tick), when it comes
+ * before *t. */
 static void stop_tick(struct timespec *t)
 {
 	struct timespec now;
 
-	clock_gettime(CLOCK_REALTIME, &now);
-	now.tv_nsec += (long)CACHETIER_STOP_TICK_MS * 1000000;
-	if (now.tv_nsec >= 1000000000) {
-		now.tv_sec++;
-		now.tv_nsec -= 1000000000;
-	}
+	cachetier_request_tick(&now);
 	if (now.tv_sec < t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec < t->tv_nsec))
 		*t = now;
 }

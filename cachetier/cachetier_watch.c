@@ -72,6 +72,7 @@
 #include <sys/fanotify.h>
 #include <sys/inotify.h>
 #include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cachetier_i.h"
@@ -145,6 +146,16 @@ int cachetier_request_stoppable(void)
 int cachetier_request_stopped(void)
 {
 	return req_stop && req_stop->asked(req_stop->arg);
+}
+
+void cachetier_request_tick(struct timespec *t)
+{
+	clock_gettime(CLOCK_REALTIME, t);
+	t->tv_nsec += (long)CACHETIER_STOP_TICK_MS * 1000000;
+	if (t->tv_nsec >= 1000000000) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000;
+	}
 }
 
 struct cachetier__watch *cachetier__watch_new(void)

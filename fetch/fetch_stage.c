@@ -697,12 +697,7 @@ static void stop_wait(pthread_cond_t *cond, struct disk_mutex *lock)
 {
 	struct timespec t;
 
-	clock_gettime(CLOCK_REALTIME, &t);
-	t.tv_nsec += (long)CACHETIER_STOP_TICK_MS * 1000000;
-	if (t.tv_nsec >= 1000000000) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000;
-	}
+	cachetier_request_tick(&t);
 	disk_cond_timedwait(cond, lock, &t);
 }
 
