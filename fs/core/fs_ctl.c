@@ -370,16 +370,10 @@ static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, str
 	size_t i = 0;
 	int n = 0;
 
-	while (i < len) {
+	for (size_t clen; (clen = fs_path_comp(path, len, &i)) > 0; i += clen + 1) {
 		const struct fs_dirent *e;
-		size_t j = i;
+		size_t j = i + clen;
 
-		while (j < len && path[j] != '/')
-			j++;
-		if (j == i || (j - i == 1 && path[i] == '.')) {
-			i = j + 1;
-			continue;
-		}
 		e = fs_ns_lookup(fs, d, path + i, j - i);
 		if (!e)
 			return -ENOENT;
@@ -407,7 +401,6 @@ static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, str
 				return -EIO;
 			return j < len ? 1 : 0;
 		}
-		i = j + 1;
 	}
 	prefetch_dir(fs, d, c, &n, run);
 	if (!c)

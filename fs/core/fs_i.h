@@ -149,6 +149,29 @@ static inline enum fs_kind fs_ino_kind(uint64_t ino)
 	return ino == 1 ? FS_K_DIR : (enum fs_kind)(ino >> FS_INO_KIND_SHIFT);
 }
 
+/* The next component of path[0, len) at or after *at, empty and '.'
+ * components skipped: its length, *at at its start; 0 at the path's end
+ * (the walks of a path: fs_plan.c's resolve, fs_plan_index.c, fs_ctl.c's
+ * prefetch). */
+static inline size_t fs_path_comp(const char *path, size_t len, size_t *at)
+{
+	size_t i = *at;
+
+	while (i < len) {
+		size_t j = i;
+
+		while (j < len && path[j] != '/')
+			j++;
+		if (j > i && !(j - i == 1 && path[i] == '.')) {
+			*at = i;
+			return j - i;
+		}
+		i = j + 1;
+	}
+	*at = len;
+	return 0;
+}
+
 /* Order of the NUL-terminated name m against name[0, len) (not
  * terminated): strcmp's, for the binary searches over sorted names. */
 static inline int fs_name_cmp(const char *m, const char *name, size_t len)

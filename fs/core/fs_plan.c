@@ -217,16 +217,10 @@ static int resolve(struct fs *fs, const char *path, size_t len, struct fs_plan_e
 	e.attr.st_mode = S_IFDIR;
 	if (memchr(path, '\0', len))
 		return -ENOENT;
-	while (i < len) {
-		size_t j = i;
+	for (size_t clen; (clen = fs_path_comp(path, len, &i)) > 0; i += clen + 1) {
+		size_t j = i + clen;
 		int err;
 
-		while (j < len && path[j] != '/')
-			j++;
-		if (j == i || (j - i == 1 && path[i] == '.')) {
-			i = j + 1;
-			continue;
-		}
 		if (j - i > NAME_MAX || (j - i == 2 && path[i] == '.' && path[i + 1] == '.'))
 			return -ENOENT;
 		memcpy(comp, path + i, j - i);
@@ -237,7 +231,6 @@ static int resolve(struct fs *fs, const char *path, size_t len, struct fs_plan_e
 		if (!e.ino)
 			return -ENOENT;
 		ino = e.ino;
-		i = j + 1;
 	}
 	return extent_of(fs, ino, &e.attr, x);
 }

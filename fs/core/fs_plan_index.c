@@ -93,16 +93,10 @@ static int line_shard(struct index_ahead *ia, const char *path, size_t len)
 	if (ia->plen && len > ia->plen && memcmp(path, ia->prefix, ia->plen) == 0 &&
 	    path[ia->plen] == '/')
 		return 0; /* the last line's shard */
-	while (i < len) {
+	for (size_t clen; (clen = fs_path_comp(path, len, &i)) > 0; i += clen + 1) {
 		struct fs_entry e;
-		size_t j = i;
+		size_t j = i + clen;
 
-		while (j < len && path[j] != '/')
-			j++;
-		if (j == i || (j - i == 1 && path[i] == '.')) {
-			i = j + 1;
-			continue;
-		}
 		if (j - i > NAME_MAX || j == len)
 			return 0; /* no directory, or the last component */
 		memcpy(comp, path + i, j - i);
@@ -120,7 +114,6 @@ static int line_shard(struct index_ahead *ia, const char *path, size_t len)
 		}
 		if (fs_ino_kind(ino) != FS_K_DIR)
 			return 0;
-		i = j + 1;
 	}
 	return 0;
 }
