@@ -22,6 +22,7 @@
 
 #include "backend_io_i.h"
 #include "check.h"
+#include "test_rng.h"
 
 #define SAT_S ((uint64_t)INT64_MAX / 1000)
 
@@ -80,15 +81,7 @@ static void test_values(void)
 	ra_eq(date, strlen(date), now + 1000, 0, 0);
 }
 
-static uint64_t rng;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
+static uint64_t rng; /* test_rng.h's state, from the seed */
 
 static void test_seeded(void)
 {
@@ -99,11 +92,11 @@ static void test_seeded(void)
 	printf("seed %" PRIu64 " (SHARDFS_TEST_SEED)\n", seed);
 	rng = seed * 2654435761u + 1;
 	for (int i = 0; i < 20000; i++) {
-		size_t n = 1 + rnd() % 30;
+		size_t n = 1 + rnd(&rng) % 30;
 		uint64_t s = 0;
 
 		for (size_t k = 0; k < n; k++) {
-			v[k] = (char)('0' + rnd() % 10);
+			v[k] = (char)('0' + rnd(&rng) % 10);
 			if (s < SAT_S)
 				s = s * 10 + (uint64_t)(v[k] - '0');
 		}
@@ -112,13 +105,13 @@ static void test_seeded(void)
 		ra_eq(v, n, 0, 0, (int64_t)s * 1000);
 	}
 	for (int i = 0; i < 20000; i++) {
-		size_t n = rnd() % (sizeof(v) - 1);
+		size_t n = rnd(&rng) % (sizeof(v) - 1);
 		int digits = n > 0, blank = 1;
 		int64_t ms = -7;
 		int err;
 
 		for (size_t k = 0; k < n; k++) {
-			v[k] = (char)(rnd() % 4 == 0 ? '0' + rnd() % 10 : rnd() % 256);
+			v[k] = (char)(rnd(&rng) % 4 == 0 ? '0' + rnd(&rng) % 10 : rnd(&rng) % 256);
 			digits &= v[k] >= '0' && v[k] <= '9';
 			blank &= v[k] == ' ' || v[k] == '\t';
 		}
