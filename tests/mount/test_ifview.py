@@ -839,7 +839,13 @@ def group_race(env, ck):
                 if not rd.wait_reads(k * 25, exact=True):
                     break
                 waits += 1
-                blobs = live_view_blobs(cache)  # a cut one has no magic: rebuilt first
+                # a name never looked up reaches the daemon's root lookup, which checks the
+                # view and builds and saves it again when the last cut retired it (or cuts
+                # it now), before it answers: the saved view exists when the lookup returns
+                # (no cut waits for a reader to happen to look a name up)
+                ck.ok(not os.path.exists(os.path.join(m.mnt, 'no-such-class-%d' % k)),
+                      'race: an absent name (%d)' % k)
+                blobs = live_view_blobs(cache)  # a cut one has no magic
                 if blobs:
                     try:
                         os.truncate(blobs[0], 0)
@@ -855,7 +861,9 @@ def group_race(env, ck):
         log('race: %d cuts; reads %r; imagefolder_view_changed %d' % (
             cuts, got, st.get('imagefolder_view_changed')))
         ck.eq('race: reads that gave other bytes or another error', bad[:5], [])
-        ck.ok(cuts >= RACE_CUTS // 2, 'race: only %d cuts made' % cuts)
+        # a reader's lookup may rebuild the view between the listing and the cut (then the
+        # cut's file is gone): rare, and never twice in a row
+        ck.ok(cuts >= RACE_CUTS - RACE_CUTS // 10, 'race: only %d cuts made' % cuts)
         ck.eq('race: rounds of 25 exact reads', waits, RACE_CUTS)
         # ESTALE comes from the files in flight at a cut (measured: under 1% of the reads);
         # 80% exact is far from that and from a daemon that gave up on most reads
