@@ -10,9 +10,9 @@
   kernel with its pages locked (B seen in state D). Then SIGTERM to the daemon (and the hold
   lifted): A's wait is cancelled, the notifier goes on to member 1 and waits for B's pages.
 
-Checked: the daemon exits within 15 s of the signal (a prompt exit takes well under a second;
-the poll's own bound, 60 s, is against a hang), its log has no line
-that the notifier's (or any core) thread did not end, and says the stop answered B's request;
+Checked: the daemon exits within 25 s of the signal (a prompt exit takes well under a second;
+the refresh's drain would wait 30 s; the poll's own bound, 60 s, is against a hang), its log
+has no line that the notifier's (or any core) thread did not end, and says the stop answered B's request;
 B's read fails (ENOTCONN, or ECONNABORTED when the kernel tried the read again after the
 answer and the unmount's end of the connection answered it). Before the drain: the stop waits the notifier's whole bound
 (FS_THREAD_JOIN_S, 10 s) twice (the adapter's stop, then fs_close's), logs "notifier: its
@@ -151,10 +151,12 @@ def run(env, ck):
         return
     ck.eq('before the signal: the refresh waits, the notifier is held', seen['before'],
           (None, 'D'))
-    # generous: a prompt exit takes well under a second; without the answers or the cancel
-    # the exit waits a whole bound (the notifier's 10 s twice, the refresh's 30 s)
-    ck.ok(seen['took'] < 15,
-          'the daemon exited %.2f s after SIGTERM, want under 15 s' % seen['took'])
+    # a prompt exit takes well under a second; without the answers or the cancel the exit
+    # waits a whole bound: the notifier's 10 s twice (those log lines, checked below), or
+    # the refresh's drain, 30 s (no line: only the time tells it); under 25 s leaves a busy
+    # CI machine's ASan daemon room and still tells a 30 s wait apart
+    ck.ok(seen['took'] < 25,
+          'the daemon exited %.2f s after SIGTERM, want under 25 s' % seen['took'])
     ck.ok(seen['b'] in (errno.ENOTCONN, errno.ECONNABORTED),
           'B\'s read failed with ENOTCONN (the stop\'s answer) or ECONNABORTED (the end of the '
           'connection, for the read the kernel tried again): %r' % (seen['b'],))
