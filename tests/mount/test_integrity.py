@@ -827,6 +827,9 @@ def group_indexmap_race(env, ck):
                     f.write('2\n')
         finally:
             rd.stop()
+            # the lister goes on until it made an exact listing (a busy machine may not have
+            # run it to the end of one during the changes; none come after them)
+            ml.poll(lambda: listed['ok'] or listed['bad'] or not lt.is_alive())
             halt.set()
             lt.join(60)
         got, bad = rd.got, rd.bad
