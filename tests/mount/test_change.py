@@ -84,15 +84,17 @@ def check_read(ck, label, path, allowed):
     return kind, v
 
 
-def until_exact(ck, label, path, want, old=(), transient=(errno.ESTALE,), limit=400):
+def until_exact(ck, label, path, want, old=(), transient=(errno.ESTALE,)):
     """Read path until it gives want (('ok', bytes) or ('err', errno)); every answer before
     must be one of old's exact byte strings (pages the kernel kept) or an errno in transient
     (ESTALE: a file the mount checked and found changed, until its entry is looked up
     again). Any other answer fails at once: a transient wrong answer is what these tests look
-    for, so it never passes because the right one follows. At most limit reads, 50 ms apart
-    (20 s: the notifier's invalidation and the lookup that indexes the new version)."""
-    seen = {}
-    for _ in range(limit):
+    for, so it never passes because the right one follows. Reads 50 ms apart until
+    ml.POLL_TIMEOUT passed (a bound against a hang: the notifier's invalidation and the
+    lookup that indexes the new version take seconds on a busy machine)."""
+    seen, limit, end = {}, 0, time.monotonic() + ml.POLL_TIMEOUT
+    while time.monotonic() < end:
+        limit += 1
         got = read_result(path)
         if got == want:
             log('%s: exact after %s' % (label, ', '.join('%d %s' % (v, k) for k, v in
