@@ -334,7 +334,7 @@ def held_early(env, ck, cut):
             t, out = read_in_thread(os.path.join(m.mnt, a))
             # bounded only for a failing run: a read that waits for the whole span waits
             # for the release below
-            ml.poll(lambda: 'data' in out, timeout=20)
+            ml.poll(lambda: 'data' in out)
             early = 'data' in out
             ck.ok(early, '%s: the read of A returned while the span\'s body was held' % tag)
             recs = px.held()
@@ -443,8 +443,8 @@ def group_gone(env, ck):
                   2 * stage_buffer(512 + EARLY))
             ck.eq('gone: plan-clear rc', ctl(m.mnt, 'plan-clear p'), None)
             # the planner's pass after the clear frees them (bounded only for a failing run)
-            st = ml.poll(lambda: (lambda s: s['plan_stage_mem_bytes'] == 0 and s)(m.stats()),
-                         timeout=20) or m.stats()
+            st = ml.poll(lambda: (lambda s: s['plan_stage_mem_bytes'] == 0 and s)(m.stats())) \
+                or m.stats()
             d = delta(st0, st, KEYS)
             log('gone: %s' % d)
             ck.eq('gone: the stage empty once its plan went', st['plan_stage_mem_bytes'], 0)
@@ -681,7 +681,7 @@ def overlap(env, ck, tag):
             t, out = read_in_thread(os.path.join(m.mnt, x))
             # bounded only for a failing run: a read that waits for the held span waits for
             # the release below
-            ml.poll(lambda: 'data' in out, timeout=20)
+            ml.poll(lambda: 'data' in out)
             ck.ok('data' in out, '%s: X read while plan b\'s span was held' % tag)
             d = delta(st1, m.stats(), KEYS + ('plan_stage_waits', 'read_bytes', 'cache_hits'))
             px.release()
