@@ -666,7 +666,7 @@ static void test_persist(uint64_t seed)
 		o[i] = obj(ct, be, i);
 		CHECK(cachetier_obj_prefetch(o[i], CACHETIER_PF_EVICT) == 0, "prefetch");
 	}
-	for (int w = 0; w < 2000 && !done; w++) {
+	for (int w = 0; w < 6000 && !done; w++) {
 		done = 1;
 		for (int i = 0; i <= NOBJ; i++)
 			done &= cachetier_obj_cached_bytes(o[i]) == sizes[i];
@@ -788,7 +788,7 @@ static void test_reopen_race(void)
 			o[i] = obj(ct, be, i);
 			cachetier_obj_prefetch(o[i], CACHETIER_PF_EVICT);
 		}
-		for (int w = 0; w < 2000 && !done; w++) {
+		for (int w = 0; w < 60000 && !done; w++) {
 			done = 1;
 			for (int i = 0; i < NCACHED; i++)
 				done &= cachetier_obj_cached_bytes(o[i]) == sizes[i];
@@ -855,7 +855,7 @@ static void test_prefetch_fit(void)
 		CHECK(cachetier_obj_prefetch(o[i], CACHETIER_PF_FIT) == 0, "prefetch");
 		asked += sizes[i];
 	}
-	for (int w = 0; w < 3000 && running; w++) {
+	for (int w = 0; w < 6000 && running; w++) {
 		running = 0;
 		for (int i = 1; i <= NOBJ; i++)
 			running |= cachetier_obj_prefetch_state(o[i], NULL);
@@ -886,7 +886,7 @@ static void test_prefetch_fit(void)
 	/* a reader's prefetch makes room like a read */
 	CHECK(cachetier_obj_prefetch(o[0], CACHETIER_PF_EVICT) == 0, "prefetch");
 	CHECK(cachetier_obj_prefetch(o[NOBJ], CACHETIER_PF_EVICT) == 0, "prefetch");
-	for (int w = 0; w < 3000 && cachetier_obj_prefetch_state(o[NOBJ], NULL); w++)
+	for (int w = 0; w < 6000 && cachetier_obj_prefetch_state(o[NOBJ], NULL); w++)
 		usleep(10000);
 	stats(ct, &st);
 	CHECK(st.evictions > 0, "PF_EVICT did not evict");
@@ -2638,11 +2638,11 @@ static void heads_hold(int on)
 }
 
 /* Poll ct's batch counters until the one at off reaches want (a state,
- * not a time: at most 10 s, then a failed check). */
+ * not a time: at most 60 s, then a failed check). */
 static void batch_reach(struct cachetier *ct, size_t off, uint64_t want, const char *what,
 			struct cachetier_batch_result *r)
 {
-	for (int i = 0; i < 10000; i++) {
+	for (int i = 0; i < 60000; i++) {
 		batch_stats(ct, r);
 		if (*(const uint64_t *)(const void *)((const char *)r + off) >= want)
 			return;
@@ -2655,10 +2655,10 @@ static void batch_reach(struct cachetier *ct, size_t off, uint64_t want, const c
 	batch_reach(ct, offsetof(struct cachetier_batch_result, field), want, what, r)
 
 /* Poll the heads=1 store's log until it holds want HEADs (a state: at
- * most 10 s, then a failed check). */
+ * most 60 s, then a failed check). */
 static void heads_reach(unsigned want, const char *what)
 {
-	for (int i = 0; i < 10000 && heads_logged() < want; i++)
+	for (int i = 0; i < 60000 && heads_logged() < want; i++)
 		usleep(1000);
 	CHECK(heads_logged() >= want, "%s: %u HEADs, never %u", what, heads_logged(), want);
 }
@@ -2681,11 +2681,11 @@ static void batch_hold(int on)
 	hold_file("bhold", on);
 }
 
-/* Poll o's cached bytes until they reach want (a state: at most 10 s,
+/* Poll o's cached bytes until they reach want (a state: at most 60 s,
  * then a failed check). */
 static void cached_reach(struct cachetier_obj *o, uint64_t want, const char *what)
 {
-	for (int i = 0; i < 10000 && cachetier_obj_cached_bytes(o) < want; i++)
+	for (int i = 0; i < 60000 && cachetier_obj_cached_bytes(o) < want; i++)
 		usleep(1000);
 	CHECK(cachetier_obj_cached_bytes(o) >= want, "%s: cached %llu, never %llu", what,
 	      (unsigned long long)cachetier_obj_cached_bytes(o), (unsigned long long)want);

@@ -231,11 +231,11 @@ static inline void fills_idle(struct cachetier *ct)
 	      (unsigned long long)st.punches_pending);
 }
 
-/* Wait (up to 30 s: the bound only against a hang) until o's prefetch
+/* Wait (up to 60 s: the bound only against a hang) until o's prefetch
  * ended; 1 when it did. */
 static inline int prefetch_ended(struct cachetier_obj *o)
 {
-	for (int w = 0; w < 3000; w++) {
+	for (int w = 0; w < 6000; w++) {
 		if (!cachetier_obj_prefetch_state(o, NULL))
 			return 1;
 		usleep(10000);
