@@ -1023,10 +1023,10 @@ def group_cli(env, ck):
                               stderr=um_out, env=env.env)
         um_out.close()
         try:
-            rc = p.wait(timeout=30)
+            rc = p.wait(timeout=ml.UMOUNT_TIMEOUT)
             ck.eq('mount -f: exit status after umount', rc, 0)
         except subprocess.TimeoutExpired:
-            ck.fail('mount -f: still running 30s after umount')
+            ck.fail('mount -f: still running %ds after umount' % ml.UMOUNT_TIMEOUT)
         try:
             ck.eq('umount of the -f mount: exit status', um.wait(timeout=ml.UMOUNT_TIMEOUT), 0)
         except subprocess.TimeoutExpired:
