@@ -233,7 +233,7 @@ def group_option_values(env, ck):
     ck.ok(total >= 30, '%d options with a value found: the --help pages were not read' % total)
 
 
-GROUPS = {'synopsis': (group_synopsis, 60), 'option-bounds': (group_option_bounds, 60),
+GROUPS = {'synopsis': (group_synopsis, 150), 'option-bounds': (group_option_bounds, 150),
           'option-values': (group_option_values, 300)}
 
 

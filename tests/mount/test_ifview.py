@@ -1011,7 +1011,7 @@ def full_checks(env, ck, src, fs, want):
 
 
 GROUPS = {'persist': (group_persist, 240), 'change': (group_change, 240),
-          'damaged': (group_damaged, 300), 'clean': (group_clean, 240),
+          'damaged': (group_damaged, 600), 'clean': (group_clean, 240),
           'share': (group_share, 240), 'runs': (group_runs, 240), 'full': (group_full, 240),
           'live': (group_live, 240), 'race': (group_race, 240),
           'lookups': (group_lookups, 240)}
