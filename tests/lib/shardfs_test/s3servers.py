@@ -786,14 +786,16 @@ class AisStandIn(_Counting):
 
     def head_enter(self, path=''):
         """A HEAD arrives: counted in flight (stats head_inflight_max). With head_barrier N, the
-        first HEADs wait until N are in flight at once (at most 5 s each; then never again): a
-        client that sends its HEADs one after the other keeps head_inflight_max at 1. With
+        first HEADs wait until N are in flight at once (at most 60 s, once: then never again):
+        a client that sends its HEADs one after the other keeps head_inflight_max at 1. With
         head_hold ({'match', 'reached', 'go', 'left'}: threading.Event each but match), the
-        first HEAD whose path has match sets reached, waits for go (at most 30 s), sets left."""
+        first HEAD whose path has match sets reached, waits for go (at most 120 s), sets left.
+        Both bounds only end a failing client's wait: a busy machine may take seconds to send
+        the HEADs a barrier waits for, or to read what a test reads while a HEAD is held."""
         hold = self.head_hold
         if hold is not None and hold['match'] in path and not hold['reached'].is_set():
             hold['reached'].set()
-            hold['go'].wait(30)
+            hold['go'].wait(120)
             hold['left'].set()
         with self.head_cv:
             self.head_inflight += 1
@@ -801,9 +803,9 @@ class AisStandIn(_Counting):
                                                   self.head_inflight)
             self.head_cv.notify_all()
             if self.head_barrier:
-                if self.head_cv.wait_for(lambda: self.head_inflight >= self.head_barrier,
-                                         timeout=5):
-                    self.head_barrier = 0
+                self.head_cv.wait_for(lambda: self.head_inflight >= self.head_barrier,
+                                      timeout=60)
+                self.head_barrier = 0
 
     def head_leave(self):
         with self.head_cv:

@@ -1068,7 +1068,7 @@ def group_nomatch(env, ck, ng, src, shards, refs):
         ck.ok(rc not in (0, None), 'mount %s: accepted (rc=%r)' % (source, rc))
         for w in want:
             ck.ok(w in err, 'mount %s: stderr does not say %r: %r' % (source, w, err))
-        ml.poll(lambda: len(ng.requests()) - before >= gets, timeout=10)
+        ml.poll(lambda: len(ng.requests()) - before >= gets)
         got = methods(ng.requests()[before:])
         ck.eq('mount %s: requests' % source, got, {'GET': gets})
     # the first name missing, the last there: the mount goes ahead, the missing names ENOENT
