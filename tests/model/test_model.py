@@ -2226,7 +2226,7 @@ def main():
         else:
             ck.ok(run_sequence(env, seed, steps, parse_ops(ops), walk, record),
                   'seed %d' % seed)
-    ml.main_wrapper(body, shardfs, 'model', deadline=int(os.environ.get('MODEL_DEADLINE', 540)))
+    ml.main_wrapper(body, shardfs, 'model', deadline=int(os.environ.get('MODEL_DEADLINE', 1140)))
 
 
 if __name__ == '__main__':
