@@ -315,7 +315,7 @@ static void test_contention(void)
 	CHECK(waits == 0 && ns == 0, "a free mutex: %llu waits, %llu ns", waits, ns);
 	disk_mutex_lock(&cw);
 	CHECK(pthread_create(&t, NULL, cw_taker, NULL) == 0, "%s", "pthread_create");
-	for (int i = 0; i < 100000 && waits == 0; i++) { /* guard: 10 s */
+	for (int i = 0; i < 600000 && waits == 0; i++) { /* guard: 60 s */
 		struct timespec ts = {0, 100 * 1000};
 
 		nanosleep(&ts, NULL);
