@@ -842,14 +842,15 @@ def group_race(env, ck):
                 # a name never looked up reaches the daemon's root lookup, which checks the
                 # view and builds and saves it again when the last cut retired it (or cuts
                 # it now), before it answers: the saved view exists when the lookup returns
-                # (no cut waits for a reader to happen to look a name up). A reader's lookup
-                # may rebuild it between the listing and the cut (the cut's file is then
-                # gone, or the listing found only the cut one): another absent name, and
-                # the cut again (tries counted, not timed: every round makes its cut)
+                # (no cut waits for a reader to happen to look a name up; where the lookup
+                # met a reader's rebuild, the listing waits for that one's save: a state,
+                # polled). A reader's lookup may rebuild it between the listing and the cut
+                # (the cut's file is then gone): another absent name, and the cut again
+                # (tries counted, not timed: every round makes its cut)
                 for t in range(RACE_TRIES):
                     ck.ok(not os.path.exists(os.path.join(
                         m.mnt, 'no-such-class-%d-%d' % (k, t))), 'race: an absent name (%d)' % k)
-                    blobs = live_view_blobs(cache)  # a cut one has no magic
+                    blobs = ml.poll(lambda: live_view_blobs(cache))  # a cut one has no magic
                     if not blobs:
                         continue
                     try:
