@@ -901,7 +901,7 @@ def take_inotify_instances():
     raise RuntimeError('no limit on inotify instances')
 
 
-GROUPS = {'manyshards': (group_manyshards, 600), 'codec-magic': (group_codec_magic, 240),
+GROUPS = {'manyshards': (group_manyshards, 1500), 'codec-magic': (group_codec_magic, 240),
           'indexmap': (group_indexmap, 300), 'indexmap-live': (group_indexmap_live, 240),
           'indexmap-race': (group_indexmap_race, 240)}
 
