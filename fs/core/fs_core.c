@@ -277,6 +277,33 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 	return 0;
 }
 
+/* A mount of a source without shards: it may be right (a directory of
+ * plain files), but a user who expected shards sees an empty or
+ * shard-less mount and no error, so it is said in the log and, when the
+ * log is a file, on stderr too, before 'shardfs mount' returns. The
+ * imagefolder layout says its own (fs_if_view.c). */
+static void core_say_no_shards(struct fs *fs)
+{
+	char what[160];
+
+	if (fs->nshards > 0 || fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
+		return;
+	if (fs->nobjs == 0)
+		snprintf(what, sizeof(what), "is empty: the mount shows nothing");
+	else
+		snprintf(what, sizeof(what),
+			 "holds no shards: the mount shows its %u other %s only", fs->nobjs,
+			 fs_plural(fs->nobjs, "file", "files"));
+	fs_log(FS_LOG_WARN, "source %s %s (shards are .tar, .tar.gz, .tgz and .tar.zst files)",
+	       backend_describe(fs->be), what);
+	if (fs_log_fd() != STDERR_FILENO)
+		fprintf(
+		    stderr,
+		    "shardfs: warning: source %s %s (shards are .tar, .tar.gz, .tgz and .tar.zst "
+		    "files)\n",
+		    backend_describe(fs->be), what);
+}
+
 int fs_open(struct fs_config *cfg, unsigned flags, struct fs **out)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
@@ -306,8 +333,7 @@ int fs_open(struct fs_config *cfg, unsigned flags, struct fs **out)
 		}
 	}
 	if (err == 0 && (flags & FS_OPEN_MOUNT)) {
-		if (fs->nobjs == 0)
-			fs_log(FS_LOG_WARN, "source %s has no objects", backend_describe(fs->be));
+		core_say_no_shards(fs);
 		if (fs_layout_of(fs)->prepare)
 			err = fs_layout_of(fs)->prepare(fs);
 	}

@@ -404,7 +404,9 @@ static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, str
 	}
 	prefetch_dir(fs, d, c, &n, run);
 	if (!c)
-		fs_log(FS_LOG_INFO, "prefetch of '%.*s': %d objects", (int)len, path, n);
+		fs_log(FS_LOG_INFO, "prefetch of %s%.*s%s: %d %s", len ? "'" : "the whole mount",
+		       (int)len, path, len ? "'" : "", n,
+		       fs_plural((uint64_t)n, "object", "objects"));
 	return 0;
 }
 

@@ -478,7 +478,8 @@ static int if_collect(struct if_build *b)
 	unsigned nth = b->nshards < IF_THREADS ? b->nshards : IF_THREADS, started = 0;
 	int err;
 
-	fs_log(FS_LOG_INFO, "imagefolder: indexing %u shards with %u threads", b->nshards, nth);
+	fs_log(FS_LOG_INFO, "imagefolder: indexing %u %s with %u %s", b->nshards,
+	       fs_plural(b->nshards, "shard", "shards"), nth, fs_plural(nth, "thread", "threads"));
 	for (unsigned i = 0; i < nth; i++) {
 		if (pthread_create(&th[i], NULL, if_worker, b) != 0)
 			break;
@@ -578,9 +579,11 @@ int fs__if_build(struct fs *fs, struct ifv_meta *want, struct fs_ifview **out)
 	}
 	fs->c.if_images = p.nfiles;
 	fs_log(FS_LOG_INFO,
-	       "imagefolder: %u images in %u classes from %u shards in %" PRIu64
+	       "imagefolder: %u %s in %u %s from %u %s in %" PRIu64
 	       " ms (%llu without image, %llu without class)",
-	       (*out)->nfiles, (*out)->nclasses, want->nshards, (uint64_t)fs->c.if_build_ms,
+	       (*out)->nfiles, fs_plural((*out)->nfiles, "image", "images"), (*out)->nclasses,
+	       fs_plural((*out)->nclasses, "class", "classes"), want->nshards,
+	       fs_plural(want->nshards, "shard", "shards"), (uint64_t)fs->c.if_build_ms,
 	       (unsigned long long)want->no_image, (unsigned long long)want->no_class);
 	return 0;
 }

@@ -223,13 +223,13 @@ int fs__if_emit(struct if_pass *p, const struct ifv_meta *want, const struct ifv
 	if (err == -ENOMEM || err == -EFBIG || err == -EOVERFLOW)
 		return err;
 	if (fs_sort_spilled(p->files) || fs_sort_spilled(p->classes)) {
-		fs_log(
-		    FS_LOG_ERR,
-		    "imagefolder: cannot write the view %s to %s: %s; its build sorted %" PRIu64
-		    " files in runs there (more than --imagefolder-build-memory holds), so it is "
-		    "not built in memory instead: free space there, use another --cache-dir, or "
-		    "raise --imagefolder-build-memory",
-		    name, fs->cfg.ct.cache_dir, strerror(-err), fs_sort_count(p->files));
+		fs_log(FS_LOG_ERR,
+		       "imagefolder: cannot write the view %s to %s: %s; its build sorted %" PRIu64
+		       " %s in runs there (more than --imagefolder-build-memory holds), so it is "
+		       "not built in memory instead: free space there, use another --cache-dir, or "
+		       "raise --imagefolder-build-memory",
+		       name, fs->cfg.ct.cache_dir, strerror(-err), fs_sort_count(p->files),
+		       fs_plural(fs_sort_count(p->files), "file", "files"));
 		return err;
 	}
 	fs_log(FS_LOG_WARN, "imagefolder: the view is kept in memory: cannot save %s: %s", name,
@@ -270,8 +270,9 @@ int fs__if_view(struct fs *fs, struct fs_ifview **out)
 		fs->c.if_no_image = got.no_image;
 		fs->c.if_no_class = got.no_class;
 		fs->c.if_dup_dropped = got.dup;
-		fs_log(FS_LOG_INFO, "imagefolder: %u images in %u classes mapped from the cache",
-		       (*out)->nfiles, (*out)->nclasses);
+		fs_log(FS_LOG_INFO, "imagefolder: %u %s in %u %s mapped from the cache",
+		       (*out)->nfiles, fs_plural((*out)->nfiles, "image", "images"),
+		       (*out)->nclasses, fs_plural((*out)->nclasses, "class", "classes"));
 		return 0;
 	}
 	if (err != -ENOENT) {

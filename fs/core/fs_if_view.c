@@ -723,25 +723,28 @@ static int if_prepare(struct fs *fs)
 	left = no_image + no_class + dup;
 	if (left == 0 && bad_shards == 0 && v->nfiles > 0)
 		return 0;
-	fprintf(stderr, "shardfs: imagefolder: %u images in %u classes from %u shards", v->nfiles,
-		v->nclasses, fs->nshards);
+	fprintf(stderr, "shardfs: imagefolder: %u %s in %u %s from %u %s", v->nfiles,
+		fs_plural(v->nfiles, "image", "images"), v->nclasses,
+		fs_plural(v->nclasses, "class", "classes"), fs->nshards,
+		fs_plural(fs->nshards, "shard", "shards"));
 	if (left)
-		fprintf(stderr, "; %llu of %llu samples left out", left, left + v->nfiles);
+		fprintf(stderr, "; %llu of %llu %s left out", left, left + v->nfiles,
+			fs_plural(left + v->nfiles, "sample", "samples"));
 	fprintf(stderr, "\n");
 	if (no_class)
-		fprintf(stderr, "shardfs: imagefolder: %llu samples without a class: %s\n",
-			no_class, why_class[fs->cfg.class_from]);
+		fprintf(stderr, "shardfs: imagefolder: %llu %s without a class: %s\n", no_class,
+			fs_plural(no_class, "sample", "samples"), why_class[fs->cfg.class_from]);
 	if (no_image)
 		fprintf(stderr,
-			"shardfs: imagefolder: %llu samples without an image member (jpg, jpeg, "
+			"shardfs: imagefolder: %llu %s without an image member (jpg, jpeg, "
 			"png, webp, bmp, ppm, pgm, tif, tiff)\n",
-			no_image);
+			no_image, fs_plural(no_image, "sample", "samples"));
 	if (dup)
-		fprintf(stderr, "shardfs: imagefolder: %llu samples whose name was taken\n", dup);
+		fprintf(stderr, "shardfs: imagefolder: %llu %s whose name was taken\n", dup,
+			fs_plural(dup, "sample", "samples"));
 	if (bad_shards)
-		fprintf(stderr,
-			"shardfs: imagefolder: %llu shards could not be indexed (see the log)\n",
-			bad_shards);
+		fprintf(stderr, "shardfs: imagefolder: %llu %s not be indexed (see the log)\n",
+			bad_shards, fs_plural(bad_shards, "shard could", "shards could"));
 	if (fs->nshards == 0)
 		fprintf(stderr, "shardfs: imagefolder: the source has no shards\n");
 	return 0;

@@ -219,9 +219,8 @@ static void learn_batch(struct fs *fs, const uint32_t *objs, size_t n)
 		       unlogged, first_unlogged,
 		       (unsigned long long)atomic_load(&fs->c.brace_missing));
 	if (failed)
-		fs_log(FS_LOG_WARN,
-		       "%zu of %zu objects' sizes not learned: %s (asked again when needed)",
-		       failed, n, strerror(-first));
+		fs_log(FS_LOG_WARN, "%zu of %zu %s sizes not learned: %s (asked again when needed)",
+		       failed, n, fs_plural(n, "object's", "objects'"), strerror(-first));
 out:
 	free(keys);
 	free(info);

@@ -473,7 +473,8 @@ static int lx_index_shards(struct fs *fs, struct lx_build *b)
 		if (fs_obj_live(fs_obj(fs, fs_shard(fs, s)->obj)))
 			b->shards[b->n++] = s;
 	fs_learn_all(fs); /* a brace pattern's sizes, many at once */
-	fs_log(FS_LOG_INFO, "loader indexes: indexing %u shards", b->n);
+	fs_log(FS_LOG_INFO, "loader indexes: indexing %u %s", b->n,
+	       fs_plural(b->n, "shard", "shards"));
 	for (unsigned i = 0; i < IDX_THREADS && i < b->n; i++) {
 		if (pthread_create(&th[i], NULL, lx_worker, b) != 0)
 			break;
@@ -572,9 +573,11 @@ static int lx_build(struct fs *fs, const uint64_t key[3], struct fs_lidx_doc **o
 	atomic_store(&fs->c.lidx_shards_skipped, x.skipped_shards);
 	atomic_store(&fs->c.lidx_members_skipped, x.skipped_members);
 	fs_log(FS_LOG_INFO,
-	       "loader indexes: %zu bytes of samples.tsv, %u shards in wids.json, %" PRIu64
-	       " shards and %" PRIu64 " members left out of DALI and wids indexes",
-	       d->tsv_len, x.nwids, x.skipped_shards, x.skipped_members);
+	       "loader indexes: %zu bytes of samples.tsv, %u %s in wids.json, %" PRIu64
+	       " %s and %" PRIu64 " %s left out of DALI and wids indexes",
+	       d->tsv_len, x.nwids, fs_plural(x.nwids, "shard", "shards"), x.skipped_shards,
+	       fs_plural(x.skipped_shards, "shard", "shards"), x.skipped_members,
+	       fs_plural(x.skipped_members, "member", "members"));
 	*out = d;
 	d = NULL;
 out:

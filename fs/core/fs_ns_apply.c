@@ -294,9 +294,11 @@ static void ap_settle(struct apply *ap, struct fs_dirent **old_ents, const uint3
 	fs->c.refresh_added += ap->added;
 	fs->c.refresh_removed += ap->removed;
 	fs->c.refresh_changed += ap->changed;
-	fs_log(FS_LOG_INFO,
-	       "refresh of %s: %u new, %u removed, %u changed objects; %u objects, %u directories",
-	       backend_describe(fs->be), ap->added, ap->removed, ap->changed, ap->nlive, ap->nd);
+	fs_log(FS_LOG_INFO, "refresh of %s: %u new, %u removed, %u changed %s; %u %s, %u %s",
+	       backend_describe(fs->be), ap->added, ap->removed, ap->changed,
+	       fs_plural(ap->changed, "object", "objects"), ap->nlive,
+	       fs_plural(ap->nlive, "object", "objects"), ap->nd,
+	       fs_plural(ap->nd, "directory", "directories"));
 	if (ap->shards_changed && fs_layout_of(fs)->shards_changed)
 		fs_layout_of(fs)->shards_changed(fs);
 }

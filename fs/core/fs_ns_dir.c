@@ -53,6 +53,42 @@ static uint32_t ap_dir_parent(const struct apply *ap, uint32_t d)
 	return d < ap->old_ndirs ? ap->fs->dirs[d].parent : ap->d[d].parent;
 }
 
+/* The path of directory d below the source's root into buf (n bytes,
+ * "" for the root); 0, or -ENAMETOOLONG. */
+static int ap_dir_path(const struct apply *ap, uint32_t d, char *buf, size_t n)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (uint32_t x = d; x != 0; x = ap_dir_parent(ap, x)) {
+		const char *name = ap_dir_name(ap, x);
+		size_t l = strlen(name);
+
+		if (len + l + 2 > n)
+			return -ENAMETOOLONG;
+		/* prepend "/name" */
+		memmove(buf + l + 1, buf, len + 1);
+		buf[0] = '/';
+		memcpy(buf + 1, name, l);
+		len += l + 1;
+	}
+	return 0;
+}
+
+/* Directory d as a message names it: "the mount's root", or "directory
+ * 'a/b'" (its path below the root; its name alone when that is too long). */
+static void ap_dir_where(const struct apply *ap, uint32_t d, char *buf, size_t n)
+{
+	char path[PATH_MAX];
+
+	if (d == 0)
+		snprintf(buf, n, "the mount's root");
+	else if (ap_dir_path(ap, d, path, sizeof(path)) == 0)
+		snprintf(buf, n, "directory '%s'", path + 1);
+	else
+		snprintf(buf, n, "directory '.../%s'", ap_dir_name(ap, d));
+}
+
 static uint64_t dir_hash(uint32_t parent, const char *name, size_t len)
 {
 	return disk_fnv64_update(DISK_FNV64_INIT ^ parent, name, len);
@@ -272,18 +308,17 @@ int fs__ns_ap_entries(struct apply *ap)
 
 			if ((w > 0 && strcmp(d->ents[w - 1].name, e->name) == 0) ||
 			    (i == 0 && strcmp(e->name, ".shardfs") == 0)) {
-				char hid[320], won[320];
+				char hid[320], won[320], where[PATH_MAX + 16];
 
 				dirent_what(fs, e, hid, sizeof(hid));
 				if (w > 0 && strcmp(d->ents[w - 1].name, e->name) == 0)
 					dirent_what(fs, &d->ents[w - 1], won, sizeof(won));
 				else
 					snprintf(won, sizeof(won), "the mount's control directory");
-				fs_log(
-				    FS_LOG_WARN,
-				    "name conflict: '%s' in directory '%s' is hidden: %s, behind "
-				    "%s",
-				    e->name, ap_dir_name(ap, i), hid, won);
+				ap_dir_where(ap, i, where, sizeof(where));
+				fs_log(FS_LOG_WARN,
+				       "name conflict: '%s' in %s is hidden: %s, behind %s",
+				       e->name, where, hid, won);
 				ap->hidden++;
 				continue;
 			}
@@ -292,28 +327,6 @@ int fs__ns_ap_entries(struct apply *ap)
 				d->nsubdirs++;
 		}
 		d->nents = w;
-	}
-	return 0;
-}
-
-/* The path of directory d below the source's root into buf (n bytes,
- * "" for the root); 0, or -ENAMETOOLONG. */
-static int ap_dir_path(const struct apply *ap, uint32_t d, char *buf, size_t n)
-{
-	size_t len = 0;
-
-	buf[0] = '\0';
-	for (uint32_t x = d; x != 0; x = ap_dir_parent(ap, x)) {
-		const char *name = ap_dir_name(ap, x);
-		size_t l = strlen(name);
-
-		if (len + l + 2 > n)
-			return -ENAMETOOLONG;
-		/* prepend "/name" */
-		memmove(buf + l + 1, buf, len + 1);
-		buf[0] = '/';
-		memcpy(buf + 1, name, l);
-		len += l + 1;
 	}
 	return 0;
 }

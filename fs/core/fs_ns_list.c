@@ -262,8 +262,9 @@ int fs__ns_list(struct fs *fs, struct listing *l, int initial)
 		if (lerr == 0) {
 			fs_log(FS_LOG_WARN,
 			       "source %s unreachable (%s); serving the listing kept in the cache "
-			       "(%u objects)",
-			       backend_describe(fs->be), strerror(-err), l->n);
+			       "(%u %s)",
+			       backend_describe(fs->be), strerror(-err), l->n,
+			       fs_plural(l->n, "object", "objects"));
 			fs->offline = 1;
 			return 0;
 		}

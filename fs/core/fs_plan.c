@@ -532,17 +532,20 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	free(r);
 	old = plan_install(fs, p);
 	fs_human_bytes(p->bytes, human, sizeof(human));
-	fs_log(FS_LOG_INFO, "plan '%s' (pid %ld) from '%s': %" PRIu32 " paths, %s%s%s", nm,
-	       (long)pid, file, p->n, human,
+	fs_log(FS_LOG_INFO, "plan '%s' (pid %ld) from '%s': %" PRIu32 " %s, %s%s%s", nm, (long)pid,
+	       file, p->n, fs_plural(p->n, "path", "paths"), human,
 	       old && strcmp(old->name, nm) == 0 ? ", replacing the earlier one" : "",
 	       old && strcmp(old->name, nm) != 0 ? ", dropping the oldest plan" : "");
 	if (p->missing)
 		fs_log(FS_LOG_WARN,
-		       "plan '%s': %" PRIu32 " paths not found in the mount were skipped "
+		       "plan '%s': %" PRIu32 " %s not found in the mount %s skipped "
 		       "(line%s %s of the plan file)",
-		       nm, p->missing, p->missing == 1 ? "" : "s", lines);
+		       nm, p->missing, fs_plural(p->missing, "path", "paths"),
+		       fs_plural(p->missing, "was", "were"), p->missing == 1 ? "" : "s", lines);
 	if (old && strcmp(old->name, nm) != 0)
-		fs_log(FS_LOG_WARN, "plan: %d plans at most: dropped '%s'", FS_PLAN_MAX, old->name);
+		fs_log(FS_LOG_WARN,
+		       "plan: the mount holds at most FS_PLAN_MAX (%d) plans: dropped '%s'",
+		       FS_PLAN_MAX, old->name);
 	fs_plan_put(old);
 	fs_plan__use_all(fs);
 	plan_changed(fs);

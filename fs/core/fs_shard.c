@@ -177,9 +177,9 @@ static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx
 		fs->c.damaged_shards++;
 	if (info.skipped)
 		fs_log(FS_LOG_WARN,
-		       "shard %s: %u members left out (unsafe names, special files, or a file or "
+		       "shard %s: %u %s left out (unsafe names, special files, or a file or "
 		       "symlink whose name a later member's path needs as a directory)",
-		       o->key, info.skipped);
+		       o->key, info.skipped, fs_plural(info.skipped, "member", "members"));
 }
 
 /* A compressed shard refused whole by the cache tier: -EFBIG (a
@@ -207,8 +207,8 @@ static void shard_refused(struct fs *fs, const struct fs_obj *o, int codec, int 
 		fs_log(FS_LOG_ERR,
 		       "shard %s: not served (EFBIG): a decompression bomb? its first %" PRIu64
 		       " compressed bytes decode to %" PRIu64
-		       " bytes, more than %u times as many; raise --max-decode-ratio if the shard "
-		       "is genuine",
+		       " bytes, more than --max-decode-ratio (%u) times as many; raise it if the "
+		       "shard is genuine",
 		       o->key, r.compressed_bytes, r.decoded_bytes, r.max_decode_ratio);
 	} else {
 		fs_log(FS_LOG_ERR,

@@ -243,7 +243,8 @@ static void *warm_lazy_main(void *arg)
 	uint32_t *objs = malloc(WARM_LEARN_SLICE * sizeof(*objs));
 	int partial = 0;
 
-	fs_log(FS_LOG_INFO, "warm: asking the store for the sizes of %u objects of the pattern", n);
+	fs_log(FS_LOG_INFO, "warm: asking the store for the sizes of %u %s of the pattern", n,
+	       fs_plural(n, "object", "objects"));
 	for (uint32_t i = 0; objs && i < n && !fs_thread_stopping(&fs->warm->thread);
 	     i += WARM_LEARN_SLICE) {
 		uint32_t m = 0;

@@ -793,8 +793,10 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 		goto out_stop;
 	set_readahead(ma.mountpoint, ma.kernel_ra_bytes);
 	fs_counts(fs, &nobjs, &nshards, &ndirs);
-	fs_log(FS_LOG_INFO, "mounted %s at %s: %u objects, %u shards, %u directories",
-	       fs_describe(fs), ma.mountpoint, nobjs, nshards, ndirs);
+	fs_log(FS_LOG_INFO, "mounted %s at %s: %u %s, %u %s, %u %s", fs_describe(fs), ma.mountpoint,
+	       nobjs, fs_plural(nobjs, "object", "objects"), nshards,
+	       fs_plural(nshards, "shard", "shards"), ndirs,
+	       fs_plural(ndirs, "directory", "directories"));
 	if (ready_fd >= 0) {
 		err = ll_ready(se, ready_fd);
 		if (err < 0)

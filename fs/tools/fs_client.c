@@ -267,9 +267,10 @@ int fs_refresh_main(int argc, char **argv)
 		return 1;
 	}
 	printf("refreshed %s: %" PRIu64 " new, %" PRIu64 " removed, %" PRIu64 " changed; %" PRIu64
-	       " objects, %" PRIu64 " shards\n",
+	       " %s, %" PRIu64 " %s\n",
 	       argv[0], after[0] - before[0], after[1] - before[1], after[2] - before[2], after[3],
-	       after[4]);
+	       fs_plural(after[3], "object", "objects"), after[4],
+	       fs_plural(after[4], "shard", "shards"));
 	return 0;
 }
 

@@ -107,11 +107,13 @@ int fs_index_main(int argc, char **argv)
 		fs_close(fs);
 		return 1;
 	}
-	printf("indexed %u shards (%llu built, %llu from the cache, %llu from sidecars)%s",
-	       r.shards - r.failed, (unsigned long long)r.built, (unsigned long long)r.loaded,
+	printf("indexed %u %s (%llu built, %llu from the cache, %llu from sidecars)%s",
+	       r.shards - r.failed, fs_plural(r.shards - r.failed, "shard", "shards"),
+	       (unsigned long long)r.built, (unsigned long long)r.loaded,
 	       (unsigned long long)r.from_sidecar, sidecar ? "" : "\n");
 	if (sidecar)
-		printf("; wrote %u sidecar indexes\n", r.sidecars);
+		printf("; wrote %u sidecar %s\n", r.sidecars,
+		       fs_plural(r.sidecars, "index", "indexes"));
 	/* keeps a brace pattern's sizes, for offline mounts (fs_ns_keep_learned) */
 	fs_close(fs);
 	return r.failed ? 1 : 0;

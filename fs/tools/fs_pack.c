@@ -534,7 +534,8 @@ int fs_pack_main(int argc, char **argv)
 	}
 	if (pl->nshards > 1000000) {
 		fprintf(stderr,
-			"shardfs: pack: %zu shards is more than PREFIX-NNNNNN names allow\n",
+			"shardfs: pack: too many shards (%zu): PREFIX-NNNNNN names allow "
+			"1000000\n",
 			pl->nshards);
 		goto out;
 	}
@@ -564,9 +565,11 @@ int fs_pack_main(int argc, char **argv)
 	}
 	if (p.tty)
 		fprintf(stderr, "\r\033[K");
-	printf("packed %zu files in %zu samples into %zu shards%s%s", pl->nfiles, pl->nsamples,
-	       pl->nshards, pl->nclasses ? " (class-folder tree)" : "",
-	       p.shuffle ? ", shuffled" : "");
+	printf("packed %zu %s in %zu %s into %zu %s%s%s", pl->nfiles,
+	       fs_plural(pl->nfiles, "file", "files"), pl->nsamples,
+	       fs_plural(pl->nsamples, "sample", "samples"), pl->nshards,
+	       fs_plural(pl->nshards, "shard", "shards"),
+	       pl->nclasses ? " (class-folder tree)" : "", p.shuffle ? ", shuffled" : "");
 	if (p.symlinks)
 		printf("; %zu symbolic link%s skipped", p.symlinks, p.symlinks == 1 ? "" : "s");
 	printf("\n");

@@ -29,6 +29,9 @@
  * began since. */
 struct pf_stats {
 	uint64_t want, have, unfit, pending, before, run, room, limit, fetched, errors;
+	/* the mount's source is a local directory: its shards are read in
+	 * place, so what is asked counts as cached and nothing is fetched */
+	int local;
 };
 
 static int pf_stats_read(const char *mnt, struct pf_stats *p)
@@ -51,9 +54,15 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
 	struct fs_stats_doc stats;
 	int err = fs_mnt_read_stats(mnt, &stats);
 
+	const char *src;
+
 	for (size_t i = 0; err == 0 && i < sizeof(fields) / sizeof(fields[0]); i++)
 		err = fs_stats_u64(&stats, fields[i].name,
 				   (uint64_t *)(void *)((char *)p + fields[i].off));
+	if (err == 0) {
+		src = fs_stats_get(&stats, "source");
+		p->local = src && (!strstr(src, "://") || strncmp(src, "file://", 7) == 0);
+	}
 	fs_stats_doc_free(&stats);
 	return err;
 }
@@ -141,7 +150,11 @@ static void pf_say_plan(const struct pf_stats *s)
 	fs_human_bytes(before, b, sizeof(b));
 	fs_human_bytes(s->room, c, sizeof(c));
 	fs_human_bytes(s->limit, d, sizeof(d));
-	if (!missing)
+	if (s->local && !missing)
+		printf("prefetch: %s asked, all of it read in place: the source is a local "
+		       "directory, nothing to fetch\n",
+		       a);
+	else if (!missing)
 		printf("prefetch: %s asked, all of it cached already\n", a);
 	else
 		printf("prefetch: %s asked, %s of it cached; the cache (--cache-size %s) "
@@ -170,7 +183,7 @@ static int pf_report(const struct pf_run *r, double rate, double since_print)
 	 * cached already */
 	if (r->have_s0 && s->fetched <= r->s0.fetched)
 		snprintf(rate_s, sizeof(rate_s), "%s",
-			 s->have >= s->want ? "already cached"
+			 s->have >= s->want ? (s->local ? "" : "already cached")
 			 : r->ended	    ? ""
 					    : "waiting for the store");
 	else
@@ -186,8 +199,9 @@ static int pf_report(const struct pf_run *r, double rate, double since_print)
 		       20 - bar, "--------------------", pct, have_str, want_str, rate_s,
 		       (int)eta / 60, (int)eta % 60);
 	} else {
-		printf("prefetch: %s of %s cached%s%s\n", have_str, want_str, rate_s[0] ? ", " : "",
-		       rate_s);
+		printf("prefetch: %s of %s %s%s%s\n", have_str, want_str,
+		       s->local && s->have >= s->want ? "read in place" : "cached",
+		       rate_s[0] ? ", " : "", rate_s);
 	}
 	fflush(stdout);
 	return 1;
@@ -339,12 +353,18 @@ static int pf_summary(const struct pf_run *r)
 	fs_human_bytes(got, a, sizeof(a));
 	fs_human_bytes(before, b, sizeof(b));
 	fs_human_bytes(unfit, c, sizeof(c));
+	if (r->s.local && !got && !unfit && have == want) {
+		printf("prefetch: done: nothing fetched, %s read in place (a local source)\n", b);
+		return PF_EXIT_OK;
+	}
 	printf("prefetch: done: %s fetched, %s cached already, %s did not fit", a, b, c);
 	if (missing) {
 		fs_human_bytes(missing, d, sizeof(d));
-		printf(", %s not cached (%" PRIu64 " fills failed meanwhile, see the mount's log; "
+		uint64_t failed = r->s.errors - (r->have_s0 ? r->s0.errors : 0);
+
+		printf(", %s not cached (%" PRIu64 " %s failed meanwhile, see the mount's log; "
 		       "or readers' fills evicted them)\n",
-		       d, r->s.errors - (r->have_s0 ? r->s0.errors : 0));
+		       d, failed, fs_plural(failed, "fill", "fills"));
 		return PF_EXIT_ERR;
 	}
 	printf("\n");

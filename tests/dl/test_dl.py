@@ -465,7 +465,7 @@ def t_packsafe(env, ck):
         ck.ok(os.path.join(tree, rel) + ': a symbolic link, skipped' in err,
               'links: %s not named on stderr: %r' % (rel, err))
     ck.eq('links: summary', so,
-          'packed 2 files in 2 samples into 1 shards; 3 symbolic links skipped\n')
+          'packed 2 files in 2 samples into 1 shard; 3 symbolic links skipped\n')
     with tarfile.open(os.path.join(out, 'p-000000.tar')) as tf:
         got = {ti.name: tf.extractfile(ti).read() for ti in tf.getmembers() if ti.isfile()}
     ck.eq('links: members', got, files)

@@ -948,7 +948,8 @@ class World:
                 if h['i'] == i and h['s'] in side and h['lenient'] is None:
                     h['lenient'] = 'its sidecar changed in a refresh'
         if counts:
-            want = (': %d new, %d removed, %d changed; %d objects, %d shards' % exp).encode()
+            want = (': %d new, %d removed, %d changed; %d object%s, %d shard%s' % (
+                exp[:4] + ('' if exp[3] == 1 else 's', exp[4], '' if exp[4] == 1 else 's'))).encode()
             if want not in r.stdout:
                 raise Failure('refresh %s: %r; the model: %r (new %s, removed %s, changed %s)' % (
                     self.sources[i][0], r.stdout.decode(errors='replace').strip(), want.decode(),

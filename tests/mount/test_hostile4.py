@@ -26,7 +26,8 @@ GROUP:
             first wins (a directory, then a file, then the shard whose key sorts first) and is
             what N shows; every other is one log line that says what it was and what hid it
             ("name conflict: 'N' in directory 'D' is hidden: the members of D/N.tgz, behind a
-            directory of the source"), hidden_names counts them. Before the mend the line said
+            directory of the source"; "in the mount's root" for the root), hidden_names counts
+            them. Before the mend the line said
             only "'N' in directory 'D' is hidden": not which shard's members, nor by what.
   source-kind  'shardfs mount' and 'shardfs index' of a local source that is no directory, in
             a seeded order: a shard file (.tar, .tar.gz), another file, a symlink to a shard,
@@ -206,7 +207,7 @@ def group_left_out(env, ck):
         firsts = [ln for ln in text.splitlines()
                   if ('shard %s: the first member left out: ' % s) in ln]
         counts = [ln for ln in text.splitlines() if ('shard %s: ' % s) in ln and
-                  ' members left out (' in ln]
+                  (' members left out (' in ln or ' member left out (' in ln)]
         log('%s: %d left out, the first %r (%s); log: %r %r' % (s, n_out, name, why, firsts,
                                                              counts))
         if not n_out:
@@ -216,7 +217,8 @@ def group_left_out(env, ck):
         said = name if len(name) <= 200 else name[:200] + '...'
         ck.ok(firsts and ("'%s': " % said) in firsts[0] and why in firsts[0],
               '%s: the line does not name %r (%s): %r' % (s, said, why, firsts))
-        ck.ok(len(counts) == 1 and (': %d members left out' % n_out) in counts[0],
+        ck.ok(len(counts) == 1 and (': %d member%s left out' % (n_out, '' if n_out == 1 else 's'))
+              in counts[0],
               '%s: the count of %d is not said once: %r' % (s, n_out, counts))
 
 
@@ -279,8 +281,8 @@ def group_conflicts(env, ck):
     ck.eq('name conflict lines', len(lines), hidden)
     for (d, n), ents in sorted(groups.items()):
         for kind, key, what in ents[1:]:
-            want = ("name conflict: '%s' in directory '%s' is hidden: %s, behind %s"
-                    % (n, d, what, ents[0][2]))
+            want = ("name conflict: '%s' in %s is hidden: %s, behind %s"
+                    % (n, "directory '%s'" % d if d else "the mount's root", what, ents[0][2]))
             ck.ok(any(ln.endswith(want) for ln in lines), 'no line %r in %r' % (want, lines))
 
 

@@ -140,6 +140,13 @@ enum fs_log_level { FS_LOG_ERR, FS_LOG_WARN, FS_LOG_INFO, FS_LOG_DEBUG };
 void fs_log(enum fs_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int fs_log_open_file(const char *path);
 int fs_log_fd(void); /* the log's descriptor (2: stderr) */
+/* The noun that goes with a count in a message: one when n is 1, else
+ * many ("1 shard", "0 shards", "2 directories"). Every count a message
+ * puts before a noun takes its noun from here (wording-plurals checks). */
+static inline const char *fs_plural(uint64_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
 /* b as "12.34 MiB" (B, KiB, MiB, GiB, TiB) into out. */
 void fs_human_bytes(uint64_t b, char *out, size_t n);
 void fs_log_set_debug(int on);

@@ -64,7 +64,7 @@ Groups:
            Content-Length beside it, then resumed and answered whole with another (what the
            fault proxy's 'trunc' makes of nginx's chunked listing: model-smallcache's
            refresh that failed with ESTALE): the refresh succeeds, "0 new, 0 removed, 0
-           changed; 1 objects, 1 shards", 2 listing requests (on main: ESTALE), the second
+           changed; 1 object, 1 shard", 2 listing requests (on main: ESTALE), the second
            without a Range (a listing is restarted, not resumed: no ETag pins its bytes).
   splice   a body no strong ETag pins, cut, with another copy in the next answer: a mount's
            JSON listing cut inside its first name, the directory changed: the mount shows
@@ -619,7 +619,7 @@ def group_coded(env, ck, cli, data):
             log('coded listing: refresh rc %r %s %s; %r' % (
                 r.returncode, out, r.stderr.decode(errors='replace').strip(), phase))
             ck.eq('coded listing: refresh exit', r.returncode, 0)
-            ck.ok(out.endswith(': 0 new, 0 removed, 0 changed; 1 objects, 1 shards'),
+            ck.ok(out.endswith(': 0 new, 0 removed, 0 changed; 1 object, 1 shard'),
                   'coded listing: refresh said %r' % out)
             with open(os.path.join(m.mnt, 'a', 'k.txt'), 'rb') as f:
                 ck.eq('coded listing: member after the refresh', f.read(), b'hello')

@@ -379,7 +379,7 @@ def group_s3_index(env, ck):
         rc, out, err = run_index(env, ep + ['--no-sign', '--cache-dir', env.path('cache-pub'),
                                             's3://public/'])
         ck.eq('index --no-sign: exit', rc, 0)
-        ck.ok(out.startswith('indexed 1 shards (1 built, '), 'index --no-sign: summary %r' % out)
+        ck.ok(out.startswith('indexed 1 shard (1 built, '), 'index --no-sign: summary %r' % out)
         after = dict(w.proxy.stats)
         ck.eq('index --no-sign: signed requests', after.get('signature_ok', 0),
               before.get('signature_ok', 0))
