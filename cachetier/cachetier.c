@@ -320,11 +320,16 @@ const char *cachetier_dir(const struct cachetier *ct)
 
 /* The reserved bytes of this process's fills in flight but own's, and of
  * them those the free-space estimate does not have (used: the bytes made
- * room for since its statvfs, which it subtracted: fills begun since). */
-static uint64_t disk_pending(struct cachetier *ct, uint64_t own, uint64_t used)
+ * room for since its statvfs, which it subtracted: fills begun since;
+ * wrote: for a statvfs made now, ct->wr_bytes read before it, whose bytes
+ * not landed since it has, UINT64_MAX: none). */
+static uint64_t disk_pending(struct cachetier *ct, uint64_t own, uint64_t used, uint64_t wrote)
 {
-	uint64_t resv = atomic_load(&ct->reserved);
+	struct ct_room r;
+	uint64_t resv;
 
+	cachetier__acct_get(ct, &r);
+	resv = wrote == UINT64_MAX ? r.reserved : cachetier__resv_unwritten(&r, wrote);
 	resv = resv > own ? resv - own : 0;
 	return resv > used ? resv - used : 0;
 }
@@ -332,21 +337,25 @@ static uint64_t disk_pending(struct cachetier *ct, uint64_t own, uint64_t used)
 uint64_t cachetier__disk_free(struct cachetier *ct, uint64_t len, uint64_t own)
 {
 	uint64_t calls = ct->free_calls, used, pend, avail;
+	uint64_t wrote = atomic_load(&ct->wr_bytes); /* before a statvfs made below */
 
 	/* what the estimate would lack now: its decision whether a statvfs
 	 * is due is made with each byte counted once too (a fill begun since
 	 * the last statvfs is in used, not again in reserved) */
 	used = ct->free_known ? ct->room_bytes - ct->free_base : 0;
-	pend = disk_pending(ct, own, used);
+	pend = disk_pending(ct, own, used, UINT64_MAX);
 	avail = cachetier__disk_avail(ct, ct->cfg.min_free_bytes + len + pend);
 	if (avail == UINT64_MAX)
 		return avail;
-	/* a statvfs made now has none of the reserved bytes written (a unit
-	 * leaves reserved as it lands; bytes written before it lands are
-	 * counted twice: at most a unit a run); the estimate has those begun
-	 * since its statvfs */
-	used = ct->free_calls != calls ? 0 : ct->room_bytes - ct->free_base;
-	pend = disk_pending(ct, own, used);
+	/* a statvfs made now has the reserved bytes written before it (a
+	 * unit leaves reserved as it lands, and its bytes written before
+	 * that are on the disk: taken off reserved, cachetier__resv_unwritten,
+	 * not counted twice); the estimate has those begun since its statvfs
+	 * (and counts a written unit's bytes twice until it lands) */
+	if (ct->free_calls != calls)
+		pend = disk_pending(ct, own, 0, wrote);
+	else
+		pend = disk_pending(ct, own, ct->room_bytes - ct->free_base, UINT64_MAX);
 	return avail > pend ? avail - pend : 0;
 }
 

@@ -101,6 +101,8 @@ struct ct_fill {
 	uint32_t land;	      /* units [c + i, c + land) of the run landed: readable
 			       * (cachetier__run_landed, under their object's lock) */
 	uint64_t pub_bytes;   /* bytes of the fill's units made valid by fill_publish */
+	uint64_t wcnt;	      /* the run's bytes written and in ct->wr_bytes, not landed
+			       * (out of it at their landing or the run's end) */
 	int werr;	      /* the run's first write error */
 	sem_t run_sem;	      /* !async: the writer ended the run; the worker sends the next */
 	struct fill_buf *end; /* the run's end message (no data) */

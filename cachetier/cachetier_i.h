@@ -323,6 +323,17 @@ struct cachetier {
 	 * cachetier__run_landed, or is committed, adopted or aborted) */
 	struct disk_mutex acct_lock;
 	atomic_ullong reserved;
+	/* Of reserved, the bytes a fill wrote already (on the disk: statvfs
+	 * counts them used) as two running totals, so a reader that reads the
+	 * first before a statvfs and the second after it takes off no byte
+	 * written after the statvfs: wr_bytes, bytes the fill writer wrote
+	 * (added after each write); wr_gone, those of them out of reserved
+	 * again (added just before their units land, so a look between the
+	 * two counts them twice, never none; or once their failed run punched
+	 * them). Each an atomic add of the fill writer's. wr_bytes - wr_gone:
+	 * written, not landed (cachetier__disk_free, cachetier_room: counted
+	 * once, on the disk) */
+	atomic_ullong wr_bytes, wr_gone;
 	/* bytes being punched out, still on disk: raised by an eviction
 	 * under ct->lock, lowered by its punch's end without it (atomic) */
 	atomic_ullong evicting;
@@ -716,10 +727,21 @@ uint64_t cachetier__usage_get(const struct cachetier *ct);
  * at or above DISK_LOCK_CT_ACCT held (not on the I/O thread). */
 struct ct_room {
 	uint64_t usage, reserved, evicting;
+	uint64_t wr_gone; /* struct cachetier's, read in the same step */
 };
 void cachetier__acct_move(struct cachetier *ct, uint64_t unreserve, uint64_t usage);
 void cachetier__acct_evict(struct cachetier *ct, uint64_t freed);
 void cachetier__acct_get(struct cachetier *ct, struct ct_room *r);
+/* Of r's reserved bytes, those not on the disk at a statvfs made after
+ * wrote (ct->wr_bytes) was read and before r was: reserved less the bytes
+ * written by then and not landed since (wrote - r->wr_gone; fewer when
+ * some written after landed since: never more than were on the disk). */
+static inline uint64_t cachetier__resv_unwritten(const struct ct_room *r, uint64_t wrote)
+{
+	uint64_t w = wrote > r->wr_gone ? wrote - r->wr_gone : 0;
+
+	return r->reserved > w ? r->reserved - w : 0;
+}
 uint64_t cachetier__usage_epoch(const struct cachetier *ct);
 /* f->hash, dirfd, unit_bytes, nunits and size set. Opens and maps data/<hash>.st
  * with the presence lock; *alone: initialise, then call st_ready. */

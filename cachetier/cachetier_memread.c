@@ -190,6 +190,9 @@ void cachetier_obj_ref(struct cachetier_obj *o)
 
 uint64_t cachetier_room(struct cachetier *ct)
 {
+	/* the bytes fills wrote, read before the disk's free space: all of
+	 * them are on the disk it shows */
+	uint64_t wrote = atomic_load(&ct->wr_bytes);
 	uint64_t used, room, avail, keep;
 	int disk = cachetier_disk(ct, &avail, &keep);
 	struct ct_room r;
@@ -202,9 +205,11 @@ uint64_t cachetier_room(struct cachetier *ct)
 	room = used < ct->cfg.cache_size_bytes ? ct->cfg.cache_size_bytes - used : 0;
 	/* the disk, when it is the smaller limit (a small tmpfs or container
 	 * disk under the default --cache-size): its free space above the
-	 * reserve the cache leaves, less what fills in flight will write */
+	 * reserve the cache leaves, less what fills in flight will write
+	 * (reserved less the bytes of it written before the statvfs: on the
+	 * disk already, not counted twice) */
 	if (disk == 0) {
-		keep += r.reserved;
+		keep += cachetier__resv_unwritten(&r, wrote);
 		avail = avail > keep ? avail - keep : 0;
 		if (avail < room)
 			room = avail;

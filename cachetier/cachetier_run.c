@@ -619,5 +619,7 @@ void cachetier__run_check(struct cachetier *ct)
 	/* every byte a fill reserved left reserved once (landed, committed,
 	 * adopted or aborted): none left, none taken twice */
 	assert(atomic_load(&ct->reserved) == 0);
+	/* ... and every byte the fill writer wrote left it once */
+	assert(atomic_load(&ct->wr_bytes) == atomic_load(&ct->wr_gone));
 }
 #endif

@@ -277,6 +277,7 @@ void cachetier__acct_get(struct cachetier *ct, struct ct_room *r)
 	r->usage = cachetier__usage_get(ct);
 	r->reserved = atomic_load(&ct->reserved);
 	r->evicting = atomic_load(&ct->evicting);
+	r->wr_gone = atomic_load(&ct->wr_gone);
 	disk_mutex_unlock(&ct->acct_lock);
 }
 

@@ -196,8 +196,12 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 		else
 			fl->werr = cachetier__run_writev(slot->f, slot->c, fl->crc, b->off, iov, n);
 		atomic_fetch_add_explicit(&ct->wr.fill_writes, 1, memory_order_relaxed);
-		if (fl->werr == 0)
+		if (fl->werr == 0) {
+			/* on the disk now, still reserved: counted once (wr_bytes) */
+			atomic_fetch_add(&ct->wr_bytes, end - b->off);
+			fl->wcnt += end - b->off;
 			fl->wnext = end;
+		}
 	}
 	while (b != x) {
 		struct fill_buf *next = b->next;
@@ -220,6 +224,25 @@ static uint32_t fill_landed(const struct ct_slot *slot, const struct ct_fill *fl
 		   fl->wnext)
 		u++;
 	return u;
+}
+
+/* The written bytes (all written: landing units) of fl's run that leave
+ * reserved, out of the written ones (ct->wr_gone) just before they do: a
+ * look between the two counts them twice (on the disk and in reserved),
+ * never not at all. The fill writer. */
+static void wr_landing(struct cachetier *ct, struct ct_fill *fl, uint64_t n)
+{
+	atomic_fetch_add(&ct->wr_gone, n);
+	fl->wcnt -= n;
+}
+
+/* The run's written bytes that did not land (a failed run's, punched)
+ * out of the written ones. The fill writer. */
+static void wr_gone(struct cachetier *ct, struct ct_fill *fl)
+{
+	if (fl->wcnt)
+		atomic_fetch_add(&ct->wr_gone, fl->wcnt);
+	fl->wcnt = 0;
 }
 
 /* A batch's first half for one fill, with no ct->lock: the items of the
@@ -254,6 +277,8 @@ static void fill_group_write(struct cachetier *ct, struct ct_slot *slot)
 	 * (batch_publish: every unit of the run valid before any reader of
 	 * it goes on, as a fill's end makes them) */
 	if (!fl->wend && fl->wland > fl->land) {
+		wr_landing(ct, fl,
+			   cachetier__run_len(slot->f, slot->c + fl->land, fl->wland - fl->land));
 		cachetier__run_landed(ct, slot->f, slot->c + fl->land, fl->wland - fl->land,
 				      fl->wland == fl->k, 1, 0);
 		fl->land = fl->wland;
@@ -271,6 +296,7 @@ static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_f
 	uint32_t u = fl->land;
 
 	if (fl->wland > u) { /* landed in this batch, the run's end with them */
+		wr_landing(ct, fl, cachetier__run_len(f, slot->c + u, fl->wland - u));
 		cachetier__run_landed(ct, f, slot->c + u, fl->wland - u, fl->wland == fl->k, 0, 1);
 		u = fl->land = fl->wland;
 	}
@@ -312,8 +338,10 @@ static int fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err, int
 		fl->errs[x] = err;
 	fl->i = fl->k;
 	punch = err < 0 && fl->wtop > fl->wfrom;
-	if (!punch)
+	if (!punch) {
 		fl->wfrom = fl->wtop = fl->wnext;
+		wr_gone(ct, fl); /* none left (every written unit landed) */
+	}
 	if (fl->async && !punch && cachetier__fill_skip(slot, fl->k) == slot->n) {
 		cachetier__fill_end_locked(slot);
 		return 0;
@@ -331,6 +359,7 @@ static void fill_after(struct ct_slot *slot)
 
 	if (fl->wtop > fl->wfrom)
 		cachetier__run_discard(slot->f, fl->wfrom, fl->wtop - fl->wfrom);
+	wr_gone(slot->ct, fl); /* off the disk (still reserved until the fill's end) */
 	if (fl->async)
 		cachetier__fill_next(slot);
 	else

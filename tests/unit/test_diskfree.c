@@ -22,6 +22,9 @@
  *
  * test_since: below. Before the mend 3 of the 16 checks failed.
  *
+ * test_written: below; bytes a fill wrote but did not land yet counted
+ * once. Before the mend 2 of its checks failed.
+ *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
  * (a failed check, never a sleep that decides a count).
  */
@@ -204,6 +207,95 @@ static void test_since(uint64_t *s)
 	free(y);
 }
 
+/* test_written: --min-free 256 KiB, chunks of 384 KiB (units of 48 KiB: a
+ * sink buffer of 128 KiB ends inside a unit). A's PF_FIT prefetch of its
+ * chunk (8 units) is held at 128 KiB: the writer wrote one buffer, units
+ * 0-1 landed (96 KiB, the usage) and 32 KiB of unit 2 are on the disk,
+ * still reserved (288 KiB reserved, 256 KiB of it not written). The room
+ * (cachetier_room) is then exactly the disk's free bytes less the reserve
+ * and A's 256 KiB still to come; and with the disk set (a filler file) to
+ * the reserve + 256 KiB + one unit + slack (0 <= slack < 4 KiB), B's PF_FIT
+ * prefetch of one unit fits (cachetier__disk_free after a statvfs made
+ * now): fetched, 0 bytes unfit. Before the mend the 32 KiB written were
+ * counted on the disk and again in reserved: a room 32 KiB short, B unfit
+ * (2 checks failed). A's hold goes: A and B exact, the reserve kept. */
+#define WCHUNK (384u * 1024)
+#define WUNIT  (WCHUNK / 8)
+
+static void test_written(uint64_t *s)
+{
+	unsigned char *a = src_object(tmpdir, "wa.tar", WCHUNK, s),
+		      *b = src_object(tmpdir, "wb.tar", WUNIT, s);
+	const uint64_t pend = WCHUNK - 3 * WUNIT + (WUNIT - 32 * 1024); /* 256 KiB */
+	struct cachetier_config cc;
+	struct cachetier_stats st;
+	struct cachetier_obj *oa, *ob;
+	struct backend *be = fault_store(tmpdir, "async=1&hold_at=131072");
+	char dir[400], hold[300], filler[400];
+	struct cachetier *ct;
+	uint64_t S = 0, S2, room = 0, F, end;
+	int landed = 0, steady = 0;
+
+	snprintf(dir, sizeof(dir), "%s/c3", disk);
+	snprintf(hold, sizeof(hold), "%s/src.hold", tmpdir);
+	tier_config(&cc, dir, 1ull << 30, 2, WCHUNK);
+	cc.readahead_max_bytes = WCHUNK;
+	cc.min_free_bytes = RESERVE;
+	ct = tier_open(&cc, be);
+	oa = obj_open(ct, be, "wa.tar");
+	ob = obj_open(ct, be, "wb.tar");
+
+	flag_file(hold, 1);
+	CHECK(cachetier_obj_prefetch_range(oa, 0, WCHUNK, CACHETIER_PF_FIT) == 0, "A's range");
+	/* units 0-1 landed (a poll bounded at 60 s) */
+	for (int i = 0; i < 60000 && !landed; i++) {
+		landed = cachetier_obj_range_cached(oa, 0, 2 * WUNIT);
+		if (!landed)
+			usleep(1000);
+	}
+	CHECK(landed, "written: A's units 0-1 landed");
+	CHECK(!cachetier_obj_range_cached(oa, 2 * WUNIT, WUNIT), "written: A's unit 2 not landed");
+	/* the disk's free bytes and the room, until the disk holds still
+	 * between two looks (the flusher's map writes) */
+	for (int i = 0; i < 1000 && !steady; i++) {
+		S = free_bytes(disk);
+		room = cachetier_room(ct);
+		S2 = free_bytes(disk);
+		steady = S == S2;
+	}
+	printf("written: free %llu, room %llu\n", (unsigned long long)S, (unsigned long long)room);
+	CHECK(steady && S > RESERVE + pend && room == S - RESERVE - pend,
+	      "written: room %llu, want free %llu - the reserve - %llu (A's bytes still to "
+	      "come; 32768 less before the mend)",
+	      (unsigned long long)room, (unsigned long long)S, (unsigned long long)pend);
+
+	/* the disk: the reserve, A's 256 KiB to come, B's unit and slack */
+	F = (S - RESERVE - pend - WUNIT) & ~(uint64_t)4095;
+	filler_write(filler, sizeof(filler), "filler3", F);
+	S = free_bytes(disk);
+	CHECK(S >= RESERVE + pend + WUNIT && S - (RESERVE + pend + WUNIT) < 4096,
+	      "written: free %llu, want the reserve + %llu + slack < 4096", (unsigned long long)S,
+	      (unsigned long long)(pend + WUNIT));
+	CHECK(cachetier_obj_prefetch_range(ob, 0, WUNIT, CACHETIER_PF_FIT) == 0, "B's range");
+	CHECK(prefetch_ended(ob), "written: B's prefetch ended");
+	stats(ct, &st);
+	CHECK(st.unfit_bytes == 0 && cachetier_obj_range_cached(ob, 0, WUNIT),
+	      "written: B fetched, unfit %llu (want 0; 49152 before the mend)",
+	      (unsigned long long)st.unfit_bytes);
+
+	flag_file(hold, 0);
+	CHECK(prefetch_ended(oa), "written: A's prefetch ended");
+	fills_idle(ct);
+	end = free_bytes(disk);
+	CHECK(end >= RESERVE, "written: free at the end %llu, want the reserve %u or more",
+	      (unsigned long long)end, RESERVE);
+	CHECK(obj_exact(oa, a, 0, WCHUNK) && obj_exact(ob, b, 0, WUNIT), "written: A and B exact");
+	unlink(filler);
+	tier_end(ct, be, oa, ob, NULL);
+	free(a);
+	free(b);
+}
+
 int main(void)
 {
 	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "df", 20261201u);
@@ -223,6 +315,7 @@ int main(void)
 	}
 	test_pending(&s);
 	test_since(&s);
+	test_written(&s);
 	if (umount2(disk, MNT_DETACH) != 0)
 		CHECK(0, "umount %s: %s", disk, strerror(errno));
 	return test_end("diskfree", tmpdir, seed);
