@@ -194,6 +194,17 @@ static void piece_free(struct stage_piece *p)
 	free(p);
 }
 
+/* Free a list of unlinked pieces (linked by next), unlocked. */
+static void pieces_free(struct stage_piece *p)
+{
+	while (p) {
+		struct stage_piece *n = p->next;
+
+		piece_free(p);
+		p = n;
+	}
+}
+
 /* p's buffer back in the pool, no longer counted: no read holds p, and
  * the store's read into it ended (or never started). st->lock held. */
 static void piece_put_buf(struct fetch_stage *st, struct stage_piece *p)
@@ -232,12 +243,7 @@ static void stage_reap(struct fetch_stage *st)
 	st->dead = NULL;
 	atomic_store_explicit(&st->ndead, 0, memory_order_relaxed);
 	disk_mutex_unlock(&st->lock);
-	while (p) {
-		struct stage_piece *n = p->next;
-
-		piece_free(p);
-		p = n;
-	}
+	pieces_free(p);
 }
 
 /* Wake p's waiters whose bytes are below end (all: UINT64_MAX), and set
@@ -295,12 +301,7 @@ void fetch__stage_free(struct fetch *s)
 		}
 	}
 	disk_mutex_unlock(&st->lock);
-	while (p) {
-		struct stage_piece *n = p->next;
-
-		piece_free(p);
-		p = n;
-	}
+	pieces_free(p);
 	stage_reap(st);
 	fetch__stagebuf_unmap(fetch__stagebuf_trim(&st->pool, 0));
 	pthread_cond_destroy(&st->cond);
@@ -421,29 +422,16 @@ int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uin
 	return fetch__stage_add_via(s, o, off, end, sub, nsub, plan, last, position, NULL, NULL);
 }
 
-int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off, uint64_t end,
-			 const struct cachetier_piece *sub, size_t nsub, const void *plan,
-			 uint32_t last, uint32_t position, fetch_stage_read_fn read, void *ctx)
+/* A piece for [off, end) of o (not referenced yet) with its planned paths
+ * sub[nsub], in flight, no buffer, listed nowhere. NULL: no memory. */
+static struct stage_piece *piece_new(struct fetch_stage *st, struct cachetier_obj *o, uint64_t off,
+				     uint64_t end, const struct cachetier_piece *sub, size_t nsub,
+				     const void *plan, uint32_t last)
 {
-	struct fetch_stage *st = atomic_load(&s->stage);
-	struct stage_piece *p, *freed = NULL;
-	uint64_t len = end - off;
-	size_t size, has = 0;
-	void *trimmed = NULL, *taken = NULL;
-	int err = 0, room;
+	struct stage_piece *p = calloc(1, sizeof(*p) + nsub * sizeof(p->sub[0]));
 
-	if (!st || len == 0)
-		return -EOPNOTSUPP;
-	size = fetch__stagebuf_size((size_t)len, NULL);
-	if (size > st->max) {
-		disk_mutex_lock(&st->lock);
-		st->c.full++;
-		disk_mutex_unlock(&st->lock);
-		return -ENOSPC;
-	}
-	p = calloc(1, sizeof(*p) + nsub * sizeof(p->sub[0]));
 	if (!p)
-		return -ENOMEM;
+		return NULL;
 	p->st = st;
 	p->o = o;
 	p->off = off;
@@ -460,31 +448,58 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 		    .off = sub[i].off, .end = sub[i].off + sub[i].len, .cap = STAGE_SUB_RUNS};
 		u->run = u->in;
 	}
-	disk_mutex_lock(&st->lock);
-	room = stage_make_room(st, size, plan, position, &freed);
-	if (room) {
-		struct stage_piece **l = stage_list(st, o, off >> STAGE_BUCKET_LOG2);
+	return p;
+}
 
-		/* a free buffer of its class, else one resized or mapped
-		 * below; the pool keeps what fits beside the pieces' buffers */
-		taken = fetch__stagebuf_take(&st->pool, (size_t)len, &size, &has);
-		if (!taken)
-			st->pool.maps++;
-		if (taken && has == size) {
-			p->buf = taken;
-			taken = NULL;
-		}
-		p->size = size;
-		p->seq = st->seq++;
-		if (len > st->span_max)
-			st->span_max = len;
-		p->next = *l;
-		*l = p;
-		st->bytes += size;
-		p->counted = size;
-		st->inflight++;
-		if (st->bytes > st->c.peak)
-			st->c.peak = st->bytes;
+/* p listed, counted (*size bytes: its class) and in flight, the room for
+ * it made: its buffer a free one of its class (p->buf), else the one to
+ * resize (returned; *has its size) or none (NULL: fresh pages). st->lock
+ * held. */
+static void *stage_link(struct fetch_stage *st, struct stage_piece *p, size_t *size, size_t *has)
+{
+	struct stage_piece **l = stage_list(st, p->o, p->off >> STAGE_BUCKET_LOG2);
+	uint64_t len = p->end - p->off;
+	void *taken = fetch__stagebuf_take(&st->pool, (size_t)len, size, has);
+
+	if (!taken)
+		st->pool.maps++;
+	if (taken && *has == *size) {
+		p->buf = taken;
+		taken = NULL;
+	}
+	p->size = *size;
+	p->seq = st->seq++;
+	if (len > st->span_max)
+		st->span_max = len;
+	p->next = *l;
+	*l = p;
+	st->bytes += *size;
+	p->counted = *size;
+	st->inflight++;
+	if (st->bytes > st->c.peak)
+		st->c.peak = st->bytes;
+	return taken;
+}
+
+/* Place p (size bytes: its span's class) once there is room for it
+ * (stage_make_room, the pieces it unlinks freed unlocked): listed and in
+ * flight (stage_link), the pool trimmed to what fits beside the pieces'
+ * buffers, and its buffer resized or mapped when the pool had none of its
+ * class (found by no read before its read starts: its bytes are served
+ * only below the watermark). 0; -ENOSPC: no room (p freed); -ENOMEM: no
+ * buffer (p listed and in flight). */
+static int stage_place(struct fetch_stage *st, struct stage_piece *p, size_t size,
+		       uint32_t position)
+{
+	struct stage_piece *freed = NULL;
+	void *trimmed = NULL, *taken = NULL, *buf;
+	size_t has = 0;
+	int room;
+
+	disk_mutex_lock(&st->lock);
+	room = stage_make_room(st, size, p->plan, position, &freed);
+	if (room) {
+		taken = stage_link(st, p, &size, &has);
 		trimmed =
 		    fetch__stagebuf_trim(&st->pool, st->bytes < st->max ? st->max - st->bytes : 0);
 	} else {
@@ -492,53 +507,78 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 	}
 	disk_mutex_unlock(&st->lock);
 	fetch__stagebuf_unmap(trimmed);
-	while (freed) {
-		struct stage_piece *n = freed->next;
-
-		piece_free(freed);
-		freed = n;
-	}
+	pieces_free(freed);
 	if (!room) {
 		free(p);
 		return -ENOSPC;
 	}
-	if (!p->buf) {
-		/* the buffer taken resized, or fresh pages (found by no read
-		 * before its read starts: its bytes are served only below the
-		 * watermark) */
-		void *buf = fetch__stagebuf_map(taken, has, size);
+	if (p->buf)
+		return 0;
+	buf = fetch__stagebuf_map(taken, has, size);
+	disk_mutex_lock(&st->lock);
+	p->buf = buf;
+	disk_mutex_unlock(&st->lock);
+	return buf ? 0 : -ENOMEM;
+}
 
+/* p's read did not start (err, its done not run): the span goes to the
+ * store; a read that found p meanwhile reads the ordinary way, the last
+ * one frees it, else it is freed here. */
+static void stage_unstarted(struct fetch_stage *st, struct stage_piece *p, int err)
+{
+	disk_mutex_lock(&st->lock);
+	p->state = STAGE_FAILED;
+	p->err = err;
+	st->inflight--;
+	pthread_cond_broadcast(&st->cond);
+	if (p->readers == 0)
+		piece_unlink(st, p);
+	else
+		p = NULL;
+	disk_mutex_unlock(&st->lock);
+	if (p)
+		piece_free(p);
+}
+
+int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off, uint64_t end,
+			 const struct cachetier_piece *sub, size_t nsub, const void *plan,
+			 uint32_t last, uint32_t position, fetch_stage_read_fn read, void *ctx)
+{
+	struct fetch_stage *st = atomic_load(&s->stage);
+	struct stage_piece *p;
+	uint64_t len = end - off;
+	size_t size;
+	int err;
+
+	if (!st || len == 0)
+		return -EOPNOTSUPP;
+	size = fetch__stagebuf_size((size_t)len, NULL);
+	if (size > st->max) {
 		disk_mutex_lock(&st->lock);
-		p->buf = buf;
+		st->c.full++;
 		disk_mutex_unlock(&st->lock);
-		if (!buf)
-			err = -ENOMEM;
+		return -ENOSPC;
 	}
-	cachetier_obj_ref(o);
+	p = piece_new(st, o, off, end, sub, nsub, plan, last);
+	if (!p)
+		return -ENOMEM;
+	err = stage_place(st, p, size, position);
+	if (err == -ENOSPC)
+		return err;
+	cachetier_obj_ref(o); /* p listed: dropped by piece_free */
 	if (err == 0)
 		err = read ? read(ctx, o, off, (size_t)len, p->buf, stage_progress, stage_done, p)
 			   : cachetier_obj_read_mem(o, off, (size_t)len, p->buf,
 						    fetch__rules_stage_small(len), stage_progress,
 						    stage_done, p);
-	disk_mutex_lock(&st->lock);
 	if (err < 0) {
-		/* done not run: the span goes to the store; a read that found
-		 * the piece meanwhile reads the ordinary way, the last frees it */
-		p->state = STAGE_FAILED;
-		p->err = err;
-		st->inflight--;
-		pthread_cond_broadcast(&st->cond);
-		if (p->readers == 0)
-			piece_unlink(st, p);
-		else
-			p = NULL;
-	} else {
-		st->c.pieces++;
-		st->c.bytes += len;
+		stage_unstarted(st, p, err);
+		return err;
 	}
+	disk_mutex_lock(&st->lock);
+	st->c.pieces++;
+	st->c.bytes += len;
 	disk_mutex_unlock(&st->lock);
-	if (err < 0 && p)
-		piece_free(p);
 	return err;
 }
 
