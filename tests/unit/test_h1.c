@@ -26,21 +26,9 @@
 #include "backend_h1.h"
 #include "backend_io_i.h"
 #include "check.h"
+#include "test_rng.h"
 
-static uint64_t rng;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static unsigned rn(unsigned n)
-{
-	return (unsigned)(rnd() % n);
-}
+static uint64_t rng; /* test_rng.h's state, from the seed */
 
 /* name in a random mix of cases */
 static void name_case(char *dst, const char *name)
@@ -48,7 +36,7 @@ static void name_case(char *dst, const char *name)
 	for (size_t i = 0; name[i]; i++) {
 		char c = name[i];
 
-		if (c >= 'a' && c <= 'z' && rn(2))
+		if (c >= 'a' && c <= 'z' && rnd_n(&rng, 2))
 			c = (char)(c - 32);
 		dst[i] = c;
 		dst[i + 1] = '\0';
@@ -59,7 +47,7 @@ static const char *ws(void)
 {
 	static const char *w[] = {"", " ", "  ", "\t", " \t"};
 
-	return w[rn(5)];
+	return w[rnd_n(&rng, 5)];
 }
 
 struct gen {
@@ -91,18 +79,19 @@ static void gen_head(struct gen *g)
 				      "Accept-Ranges: bytes",
 				      "Content-Range: bytes 0-9/10"};
 	char name[64], v[64];
-	int minor = rn(4) ? 1 : 0;
-	unsigned nextra = rn(5), conn = rn(4);
+	int minor = rnd_n(&rng, 4) ? 1 : 0;
+	unsigned nextra = rnd_n(&rng, 5), conn = rnd_n(&rng, 4);
 
 	memset(g, 0, sizeof(*g));
-	g->status = statuses[rn(10)];
+	g->status = statuses[rnd_n(&rng, 10)];
 	snprintf(v, sizeof(v), "HTTP/1.%d %ld", minor, g->status);
-	add(g, "%s%s\r\n", v, rn(3) ? " Some Reason" : (rn(2) ? " " : ""));
-	g->have_clen = g->status == 204 || g->status == 304 ? rn(2) : 1;
-	g->clen = g->have_clen ? rnd() % (rn(2) ? 100 : 1u << 30) : 0;
+	add(g, "%s%s\r\n", v, rnd_n(&rng, 3) ? " Some Reason" : (rnd_n(&rng, 2) ? " " : ""));
+	g->have_clen = g->status == 204 || g->status == 304 ? rnd_n(&rng, 2) : 1;
+	g->clen = g->have_clen ? rnd(&rng) % (rnd_n(&rng, 2) ? 100 : 1u << 30) : 0;
 	for (unsigned i = 0; i <= nextra; i++) {
 		if (i == nextra / 2 && g->have_clen) {
-			unsigned times = 1 + rn(2); /* a duplicate saying the same is fine */
+			unsigned times =
+			    1 + rnd_n(&rng, 2); /* a duplicate saying the same is fine */
 
 			for (unsigned t = 0; t < times; t++) {
 				name_case(name, "content-length");
@@ -112,7 +101,7 @@ static void gen_head(struct gen *g)
 			}
 		}
 		if (i < nextra)
-			add(g, "%s\r\n", extra[rn(7)]);
+			add(g, "%s\r\n", extra[rnd_n(&rng, 7)]);
 	}
 	g->keep = minor == 1;
 	if (conn == 1) {
@@ -201,7 +190,7 @@ static void test_generated(unsigned ncases)
 			char cl[64];
 
 			snprintf(cl, sizeof(cl), "content-LENGTH: %" PRIu64 "\r\n", g.clen + 1);
-			n = mutate(&g, m, 1 + rn(2), cl);
+			n = mutate(&g, m, 1 + rnd_n(&rng, 2), cl);
 			CHECK(backend__h1_head(m, n, &h) == BACKEND_H1_UNSUP, "conflict\n%s", m);
 			snprintf(cl, sizeof(cl), "Content-Length: %" PRIu64 ", %" PRIu64 "\r\n",
 				 g.clen, g.clen);
@@ -301,17 +290,18 @@ static void test_url_request(unsigned ncases)
 		  strcmp(u.hostport, "10.0.0.1") == 0,
 	      "no path");
 	for (unsigned i = 0; i < ncases; i++) {
-		unsigned a = rn(256), b = rn(256), port = rn(3) ? 1 + rn(65535) : 80;
-		int v6 = rn(4) == 0, explicit_port = port != 80 || rn(2);
+		unsigned a = rnd_n(&rng, 256), b = rnd_n(&rng, 256),
+			 port = rnd_n(&rng, 3) ? 1 + rnd_n(&rng, 65535) : 80;
+		int v6 = rnd_n(&rng, 4) == 0, explicit_port = port != 80 || rnd_n(&rng, 2);
 		char host[64], hp[80], path[128], range[64];
 		ssize_t n;
 
 		if (v6)
 			snprintf(host, sizeof(host), "[fd00::%x:%x]", a, b);
 		else
-			snprintf(host, sizeof(host), "10.%u.%u.%u", a, b, rn(256));
-		snprintf(path, sizeof(path), "/bucket/train-%06u.tar%s", rn(1000000),
-			 rn(3) ? "" : "?X-Amz-Signature=ab%2Fcd");
+			snprintf(host, sizeof(host), "10.%u.%u.%u", a, b, rnd_n(&rng, 256));
+		snprintf(path, sizeof(path), "/bucket/train-%06u.tar%s", rnd_n(&rng, 1000000),
+			 rnd_n(&rng, 3) ? "" : "?X-Amz-Signature=ab%2Fcd");
 		if (explicit_port)
 			snprintf(url, sizeof(url), "http://%s:%u%s", host, port, path);
 		else
@@ -326,18 +316,18 @@ static void test_url_request(unsigned ncases)
 			  ntohs(((struct sockaddr_in *)&u.sa)->sin_port) == port,
 		      "%s: address", url);
 		range[0] = '\0';
-		if (rn(4))
+		if (rnd_n(&rng, 4))
 			snprintf(range, sizeof(range), "%u-%u", a * 1000, a * 1000 + b);
 		hdrs[0] = "If-Match: \"etag-1\"";
 		hdrs[1] = "Authorization: AWS4-HMAC-SHA256 Credential=x";
-		n = backend__h1_request(buf, sizeof(buf), &u, range, hdrs, rn(3));
+		n = backend__h1_request(buf, sizeof(buf), &u, range, hdrs, rnd_n(&rng, 3));
 		snprintf(want, sizeof(want), "GET %s HTTP/1.1\r\nHost: %s\r\n%s%s%sAccept: */*\r\n",
 			 path, hp, range[0] ? "Range: bytes=" : "", range, range[0] ? "\r\n" : "");
 		CHECK(n > 0 && (size_t)n > strlen(want) && memcmp(buf, want, strlen(want)) == 0,
 		      "%s: request\n%.*s\nwant\n%s", url, (int)(n > 0 ? n : 0), buf, want);
 		CHECK(n > 4 && memcmp(buf + n - 4, "\r\n\r\n", 4) == 0, "%s: not ended", url);
 		/* every shorter buffer is refused, never cut */
-		for (size_t cap = 0; n > 0 && cap < (size_t)n; cap += 1 + rn(8))
+		for (size_t cap = 0; n > 0 && cap < (size_t)n; cap += 1 + rnd_n(&rng, 8))
 			CHECK(backend__h1_request(buf, cap, &u, range, hdrs, 2) == -1 ||
 				  (size_t)n < cap,
 			      "%s: fits in %zu", url, cap);

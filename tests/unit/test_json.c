@@ -27,6 +27,7 @@
 
 #include "check.h"
 #include "disk_json.h"
+#include "test_rng.h"
 
 /* ---- a guarded buffer: the input ends where the mapping does ---------- */
 
@@ -58,20 +59,7 @@ static const char *guarded(const char *s, size_t len)
 
 /* ---- the generator ------------------------------------------------------ */
 
-static uint64_t rng;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static unsigned rndn(unsigned n)
-{
-	return (unsigned)(rnd() % n);
-}
+static uint64_t rng; /* test_rng.h's state, from the seed */
 
 struct buf {
 	char *p;
@@ -100,7 +88,7 @@ static void blanks(struct buf *b)
 {
 	static const char *const ws[] = {"", "", " ", "\n", "\t ", "\r\n  "};
 
-	puts_(b, ws[rndn(6)]);
+	puts_(b, ws[rnd_n(&rng, 6)]);
 }
 
 static void utf8(struct buf *b, uint32_t cp)
@@ -133,17 +121,17 @@ static void utf8(struct buf *b, uint32_t cp)
 /* A random string literal into doc, what it decodes to into want. */
 static void gen_string(struct buf *doc, struct buf *want)
 {
-	unsigned n = rndn(4) ? rndn(12) : rndn(300);
+	unsigned n = rnd_n(&rng, 4) ? rnd_n(&rng, 12) : rnd_n(&rng, 300);
 	char esc[16];
 
 	puts_(doc, "\"");
 	for (unsigned i = 0; i < n; i++) {
 		uint32_t cp;
 
-		switch (rndn(8)) {
+		switch (rnd_n(&rng, 8)) {
 		case 0: { /* a short escape */
 			static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-			unsigned k = rndn(8);
+			unsigned k = rnd_n(&rng, 8);
 
 			esc[0] = '\\';
 			esc[1] = from[k];
@@ -153,14 +141,14 @@ static void gen_string(struct buf *doc, struct buf *want)
 		}
 		case 1: /* \u of 1, 2 or 3 UTF-8 bytes (not a surrogate, not NUL) */
 			do
-				cp = 1 + rndn(rndn(2) ? 0x7f : 0xfffe);
+				cp = 1 + rnd_n(&rng, rnd_n(&rng, 2) ? 0x7f : 0xfffe);
 			while (cp >= 0xd800 && cp < 0xe000);
-			snprintf(esc, sizeof(esc), rndn(2) ? "\\u%04x" : "\\u%04X", cp);
+			snprintf(esc, sizeof(esc), rnd_n(&rng, 2) ? "\\u%04x" : "\\u%04X", cp);
 			puts_(doc, esc);
 			utf8(want, cp);
 			break;
 		case 2: /* a surrogate pair */
-			cp = 0x10000 + rndn(0x100000);
+			cp = 0x10000 + rnd_n(&rng, 0x100000);
 			snprintf(esc, sizeof(esc), "\\u%04x\\u%04x",
 				 0xd800 + ((cp - 0x10000) >> 10),
 				 0xdc00 + ((cp - 0x10000) & 0x3ff));
@@ -168,13 +156,13 @@ static void gen_string(struct buf *doc, struct buf *want)
 			utf8(want, cp);
 			break;
 		case 3: /* a raw byte >= 0x80: passed through */
-			esc[0] = (char)(0x80 + rndn(0x80));
+			esc[0] = (char)(0x80 + rnd_n(&rng, 0x80));
 			put(doc, esc, 1);
 			put(want, esc, 1);
 			break;
 		default: /* printable ASCII but the quote and the backslash */
 			do
-				esc[0] = (char)(0x20 + rndn(0x5f));
+				esc[0] = (char)(0x20 + rnd_n(&rng, 0x5f));
 			while (esc[0] == '"' || esc[0] == '\\');
 			put(doc, esc, 1);
 			put(want, esc, 1);
@@ -192,21 +180,21 @@ static void gen_number(struct buf *doc, uint64_t *v, int *integer, int *fits)
 
 	*integer = 1;
 	*fits = 1;
-	switch (rndn(6)) {
+	switch (rnd_n(&rng, 6)) {
 	case 0:
-		*v = rnd();
+		*v = rnd(&rng);
 		snprintf(t, sizeof(t), "%" PRIu64, *v);
 		break;
 	case 1:
-		*v = rndn(1000);
+		*v = rnd_n(&rng, 1000);
 		snprintf(t, sizeof(t), "%" PRIu64, *v);
 		break;
 	case 2: /* past UINT64_MAX: 18446744073709551616 and above, or just huge */
 		*fits = 0;
-		if (rndn(2))
-			snprintf(t, sizeof(t), "1844674407370955161%u", 6 + rndn(4));
+		if (rnd_n(&rng, 2))
+			snprintf(t, sizeof(t), "1844674407370955161%u", 6 + rnd_n(&rng, 4));
 		else
-			snprintf(t, sizeof(t), "%" PRIu64 "%" PRIu64 "0", rnd() | 1, rnd());
+			snprintf(t, sizeof(t), "%" PRIu64 "%" PRIu64 "0", rnd(&rng) | 1, rnd(&rng));
 		break;
 	case 3:
 		*v = UINT64_MAX;
@@ -214,14 +202,14 @@ static void gen_number(struct buf *doc, uint64_t *v, int *integer, int *fits)
 		break;
 	case 4:
 		*integer = 0;
-		snprintf(t, sizeof(t), "-%u", 1 + rndn(100));
+		snprintf(t, sizeof(t), "-%u", 1 + rnd_n(&rng, 100));
 		break;
 	default:
 		*integer = 0;
-		snprintf(t, sizeof(t), "%u.%u%s", rndn(100), rndn(100),
-			 rndn(2)   ? "e-7"
-			 : rndn(2) ? "E+300"
-				   : "");
+		snprintf(t, sizeof(t), "%u.%u%s", rnd_n(&rng, 100), rnd_n(&rng, 100),
+			 rnd_n(&rng, 2)	  ? "e-7"
+			 : rnd_n(&rng, 2) ? "E+300"
+					  : "");
 		break;
 	}
 	puts_(doc, t);
@@ -234,10 +222,10 @@ static void gen_any(struct buf *doc, unsigned depth)
 	uint64_t v;
 	int a, b;
 
-	switch (depth ? rndn(7) : 2 + rndn(5)) {
+	switch (depth ? rnd_n(&rng, 7) : 2 + rnd_n(&rng, 5)) {
 	case 0:
 	case 1: {
-		int obj = rndn(2), n = (int)rndn(4);
+		int obj = rnd_n(&rng, 2), n = (int)rnd_n(&rng, 4);
 
 		puts_(doc, obj ? "{" : "[");
 		for (int i = 0; i < n; i++) {
@@ -265,7 +253,7 @@ static void gen_any(struct buf *doc, unsigned depth)
 	default: {
 		static const char *const lit[] = {"true", "false", "null"};
 
-		puts_(doc, lit[rndn(3)]);
+		puts_(doc, lit[rnd_n(&rng, 3)]);
 	}
 	}
 	free(junk.p);
@@ -294,7 +282,7 @@ static void gen_doc(struct buf *doc, struct member *m)
 		if (i)
 			puts_(doc, ",");
 		blanks(doc);
-		if (rndn(3) == 0) {
+		if (rnd_n(&rng, 3) == 0) {
 			char k[32];
 
 			snprintf(k, sizeof(k), "\"\\u006b%d\"", i); /* \u006b is k */
@@ -307,14 +295,14 @@ static void gen_doc(struct buf *doc, struct member *m)
 		blanks(doc);
 		puts_(doc, ":");
 		blanks(doc);
-		m[i].kind = (int)rndn(3);
+		m[i].kind = (int)rnd_n(&rng, 3);
 		if (m[i].kind == 0) {
 			put(&m[i].s, "", 0);
 			gen_string(doc, &m[i].s);
 		} else if (m[i].kind == 1) {
 			gen_number(doc, &m[i].v, &m[i].integer, &m[i].fits);
 		} else {
-			gen_any(doc, 1 + rndn(6));
+			gen_any(doc, 1 + rnd_n(&rng, 6));
 		}
 		blanks(doc);
 	}
@@ -397,8 +385,8 @@ static void test_generated(uint64_t seed0, unsigned rounds)
 			char *p = (char *)guarded(doc.p, doc.n);
 			int err;
 
-			p[rndn((unsigned)doc.n)] = (char)rnd();
-			err = disk_json_get(p, doc.n, m[rndn(MEMBERS)].key, &t);
+			p[rnd_n(&rng, (unsigned)doc.n)] = (char)rnd(&rng);
+			err = disk_json_get(p, doc.n, m[rnd_n(&rng, MEMBERS)].key, &t);
 			if (err == 0 && (t.p < p || t.p + t.len > p + doc.n))
 				bad++;
 			if (err != 0 && err != -ENOENT && err != -EBADMSG)

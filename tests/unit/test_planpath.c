@@ -28,6 +28,7 @@
 
 #include "fs_plan.h"
 #include "check.h"
+#include "test_rng.h"
 
 #define ROUNDS 60
 #define PATHS  150
@@ -35,15 +36,7 @@
 #define NFILES 6
 #define NLINKS 10
 
-static uint64_t rng;
-
-static uint32_t rnd(uint32_t n)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng % n);
-}
+static uint64_t rng; /* test_rng.h's state, from the seed */
 
 static int under(const char *p, const char *mp)
 {
@@ -65,22 +58,22 @@ struct tree {
 static void target(const struct tree *t, const char *dir, char *out, size_t cap)
 {
 	const char *any;
-	uint32_t k = rnd(10);
+	uint32_t k = rnd_n(&rng, 10);
 
 	if (k < 3)
-		any = t->dirs[rnd(NDIRS + 1)];
+		any = t->dirs[rnd_n(&rng, NDIRS + 1)];
 	else if (k < 5)
-		any = t->files[rnd(NFILES)];
+		any = t->files[rnd_n(&rng, NFILES)];
 	else if (k < 8)
-		any = t->links[rnd(NLINKS)];
+		any = t->links[rnd_n(&rng, NLINKS)];
 	else if (k < 9 && t->dotdot) {
-		snprintf(out, cap, "../%s", strrchr(t->dirs[1 + rnd(NDIRS)], '/') + 1);
+		snprintf(out, cap, "../%s", strrchr(t->dirs[1 + rnd_n(&rng, NDIRS)], '/') + 1);
 		return;
 	} else {
 		snprintf(out, cap, "%.3000s/nonexistent", dir);
 		return;
 	}
-	if (rnd(2) && strncmp(any, dir, strlen(dir)) == 0 && any[strlen(dir)] == '/')
+	if (rnd_n(&rng, 2) && strncmp(any, dir, strlen(dir)) == 0 && any[strlen(dir)] == '/')
 		any += strlen(dir) + 1; /* relative, below dir */
 	if (strlen(any) >= cap)
 		FAIL("a path too long: %s", any);
@@ -97,18 +90,19 @@ static void build(struct tree *t, const char *root, int round)
 	if (mkdir(t->dirs[0], 0755) < 0)
 		FAIL("mkdir %s: %s", t->dirs[0], strerror(errno));
 	for (int i = 1; i <= NDIRS; i++) {
-		const char *up = t->dirs[rnd((uint32_t)i)]; /* an earlier one: never dirs[i] */
+		const char *up =
+		    t->dirs[rnd_n(&rng, (uint32_t)i)]; /* an earlier one: never dirs[i] */
 
 		snprintf(linkdir[0], PATH_MAX, "%.3000s/d%d", up, i); /* (a scratch row here) */
 		memcpy(t->dirs[i], linkdir[0], strlen(linkdir[0]) + 1);
 		if (mkdir(t->dirs[i], 0755) < 0)
 			FAIL("mkdir %s: %s", t->dirs[i], strerror(errno));
 	}
-	snprintf(t->mp, PATH_MAX, "%s", t->dirs[1 + rnd(NDIRS)]);
+	snprintf(t->mp, PATH_MAX, "%s", t->dirs[1 + rnd_n(&rng, NDIRS)]);
 	for (int i = 0; i < NFILES; i++) {
 		FILE *f;
 
-		snprintf(t->files[i], PATH_MAX, "%.3000s/f%d", t->dirs[rnd(NDIRS + 1)], i);
+		snprintf(t->files[i], PATH_MAX, "%.3000s/f%d", t->dirs[rnd_n(&rng, NDIRS + 1)], i);
 		f = fopen(t->files[i], "w");
 		if (!f || fclose(f) != 0)
 			FAIL("create %s", t->files[i]);
@@ -119,7 +113,7 @@ static void build(struct tree *t, const char *root, int round)
 		const char *d;
 
 		do
-			d = t->dirs[rnd(NDIRS + 1)];
+			d = t->dirs[rnd_n(&rng, NDIRS + 1)];
 		while (under(d, t->mp));
 		snprintf(linkdir[i], PATH_MAX, "%s", d);
 		snprintf(t->links[i], PATH_MAX, "%.3000s/l%d", d, i);
@@ -158,14 +152,14 @@ static void children(const char (*paths)[PATH_MAX], int count, const char *dir,
  * resolves to, ".", "//", ".." (dotdot), a missing name. */
 static int walk(const struct tree *t, int dotdot, char *path, size_t cap)
 {
-	int steps = 1 + (int)rnd(6), used_dotdot = 0;
+	int steps = 1 + (int)rnd_n(&rng, 6), used_dotdot = 0;
 
 	snprintf(path, cap, "%s", t->dirs[0]);
 	for (int s = 0; s < steps; s++) {
 		char real[PATH_MAX], names[64][NAME_MAX + 1];
 		const char *add;
 		size_t n = 0, len = strlen(path);
-		uint32_t k = rnd(10);
+		uint32_t k = rnd_n(&rng, 10);
 
 		if (realpath(path, real)) {
 			children(t->dirs, NDIRS + 1, real, names, &n);
@@ -179,11 +173,11 @@ static int walk(const struct tree *t, int dotdot, char *path, size_t cap)
 		else if (k == 2 || n == 0)
 			add = "missing";
 		else
-			add = names[rnd((uint32_t)n)];
+			add = names[rnd_n(&rng, (uint32_t)n)];
 		used_dotdot |= strcmp(add, "..") == 0;
 		if (len + strlen(add) + 3 >= cap)
 			break;
-		snprintf(path + len, cap - len, "%s%s", rnd(8) ? "/" : "//", add);
+		snprintf(path + len, cap - len, "%s%s", rnd_n(&rng, 8) ? "/" : "//", add);
 	}
 	return used_dotdot;
 }
