@@ -38,18 +38,15 @@ static int name_ok(const char *h, size_t n)
 	return 1;
 }
 
-static int h1_url(const char *url, struct backend_h1_url *u, int names)
+/* The host of the authority [h, p) (h after "http://", p at its path):
+ * copied to host (a bracketed IPv6 literal without its brackets, *hl its
+ * length); *port: its port's digits, or NULL when it gives none. */
+static int url_host(const char *h, const char *p, char host[BACKEND_H1_NAME_MAX + 1], size_t *hl,
+		    const char **port)
 {
-	const char *h, *he, *p, *port = NULL;
-	char host[BACKEND_H1_NAME_MAX + 1];
-	unsigned long pn = 80;
-	size_t hl;
+	const char *he;
 
-	memset(u, 0, sizeof(*u));
-	if (strncasecmp(url, "http://", 7) != 0)
-		return BACKEND_H1_UNSUP;
-	h = url + 7;
-	p = h + strcspn(h, "/?#");
+	*port = NULL;
 	if (memchr(h, '@', (size_t)(p - h)))
 		return BACKEND_H1_UNSUP; /* userinfo: curl's basic auth */
 	if (*h == '[') {
@@ -59,34 +56,43 @@ static int h1_url(const char *url, struct backend_h1_url *u, int names)
 		if (he + 1 < p) {
 			if (he[1] != ':')
 				return BACKEND_H1_UNSUP;
-			port = he + 2;
+			*port = he + 2;
 		}
-		hl = (size_t)(he - h - 1);
-		if (hl >= sizeof(host))
-			return BACKEND_H1_UNSUP;
-		memcpy(host, h + 1, hl);
+		h++;
 	} else {
 		he = memchr(h, ':', (size_t)(p - h));
 		if (he)
-			port = he + 1;
+			*port = he + 1;
 		else
 			he = p;
-		hl = (size_t)(he - h);
-		if (hl >= sizeof(host))
-			return BACKEND_H1_UNSUP;
-		memcpy(host, h, hl);
 	}
-	host[hl] = '\0';
-	if (port) {
-		const char *q = port;
+	*hl = (size_t)(he - h);
+	if (*hl > BACKEND_H1_NAME_MAX)
+		return BACKEND_H1_UNSUP;
+	memcpy(host, h, *hl);
+	host[*hl] = '\0';
+	return 0;
+}
 
-		pn = 0;
-		while (q < p && *q >= '0' && *q <= '9' && pn <= 65535)
-			pn = pn * 10 + (unsigned long)(*q++ - '0');
-		if (q == port || q != p || pn == 0 || pn > 65535)
-			return BACKEND_H1_UNSUP;
-	}
-	if (*h == '[') {
+/* The port [port, p): 1 to 65535, digits only, none after them. */
+static int url_port(const char *port, const char *p, unsigned long *pn)
+{
+	const char *q = port;
+
+	*pn = 0;
+	while (q < p && *q >= '0' && *q <= '9' && *pn <= 65535)
+		*pn = *pn * 10 + (unsigned long)(*q++ - '0');
+	if (q == port || q != p || *pn == 0 || *pn > 65535)
+		return BACKEND_H1_UNSUP;
+	return 0;
+}
+
+/* u's address: an IPv6 literal (v6), a dotted quad, else with names a
+ * host name (u->name, in lower case; no address: the caller looks it up). */
+static int url_addr(struct backend_h1_url *u, const char *host, size_t hl, int v6, unsigned long pn,
+		    int names)
+{
+	if (v6) {
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&u->sa;
 
 		if (inet_pton(AF_INET6, host, &s6->sin6_addr) != 1)
@@ -113,13 +119,13 @@ static int h1_url(const char *url, struct backend_h1_url *u, int names)
 			return BACKEND_H1_UNSUP;
 		}
 	}
-	u->port = (unsigned)pn;
-	if (pn == 80)
-		snprintf(u->hostport, sizeof(u->hostport), "%s%s%s", *h == '[' ? "[" : "", host,
-			 *h == '[' ? "]" : "");
-	else
-		snprintf(u->hostport, sizeof(u->hostport), "%s%s%s:%lu", *h == '[' ? "[" : "", host,
-			 *h == '[' ? "]" : "", pn);
+	return 0;
+}
+
+/* u's path from p (after the authority): visible bytes, no fragment; none
+ * is "/". */
+static int url_path(struct backend_h1_url *u, const char *p)
+{
 	if (*p == '#')
 		return BACKEND_H1_UNSUP;
 	for (const char *q = p; *q; q++)
@@ -135,6 +141,33 @@ static int h1_url(const char *url, struct backend_h1_url *u, int names)
 			return BACKEND_H1_UNSUP;
 	}
 	return 0;
+}
+
+static int h1_url(const char *url, struct backend_h1_url *u, int names)
+{
+	const char *h, *p, *port;
+	char host[BACKEND_H1_NAME_MAX + 1];
+	unsigned long pn = 80;
+	size_t hl;
+	int v6;
+
+	memset(u, 0, sizeof(*u));
+	if (strncasecmp(url, "http://", 7) != 0)
+		return BACKEND_H1_UNSUP;
+	h = url + 7;
+	p = h + strcspn(h, "/?#");
+	v6 = *h == '[';
+	if (url_host(h, p, host, &hl, &port) < 0 || (port && url_port(port, p, &pn) < 0) ||
+	    url_addr(u, host, hl, v6, pn, names) < 0)
+		return BACKEND_H1_UNSUP;
+	u->port = (unsigned)pn;
+	if (pn == 80)
+		snprintf(u->hostport, sizeof(u->hostport), "%s%s%s", v6 ? "[" : "", host,
+			 v6 ? "]" : "");
+	else
+		snprintf(u->hostport, sizeof(u->hostport), "%s%s%s:%lu", v6 ? "[" : "", host,
+			 v6 ? "]" : "", pn);
+	return url_path(u, p);
 }
 
 int backend__h1_url(const char *url, struct backend_h1_url *u)
@@ -236,20 +269,18 @@ static int has_token(const char *p, const char *end, const char *tok)
 	return 0;
 }
 
-ssize_t backend__h1_head(const char *buf, size_t len, struct backend_h1_head *h)
+/* The end of a head in buf (len bytes, scan of them looked at): past its
+ * CRLF CRLF (*end; NULL: not there yet), the status line judged as soon as
+ * it is there or cannot be. 0; -1: not HTTP/1.x; BACKEND_H1_UNSUP: a bare
+ * LF (left to curl). */
+static int head_end(const char *buf, size_t len, size_t scan, const char **end)
 {
-	const char *p = buf, *end, *le;
-	size_t scan = len < BACKEND_H1_HEAD_MAX ? len : BACKEND_H1_HEAD_MAX;
-	int keep_alive = 0, close = 0;
-
-	memset(h, 0, sizeof(*h));
-	/* the status line: judged as soon as it is there (or cannot be) */
+	*end = NULL;
 	if (scan < 13) {
 		if (memcmp(buf, "HTTP/1.", scan < 7 ? scan : 7) != 0)
 			return -1;
 	}
-	/* the end of the head, CRLF CRLF; a bare LF anywhere is left to curl */
-	for (end = NULL, le = buf; le < buf + scan; le++) {
+	for (const char *le = buf; le < buf + scan; le++) {
 		if (*le == '\0')
 			return -1;
 		if (*le != '\n')
@@ -257,11 +288,11 @@ ssize_t backend__h1_head(const char *buf, size_t len, struct backend_h1_head *h)
 		if (le == buf || le[-1] != '\r')
 			return BACKEND_H1_UNSUP;
 		if (le - buf >= 3 && le[-2] == '\n' && le[-3] == '\r') {
-			end = le + 1;
+			*end = le + 1;
 			break;
 		}
 	}
-	if (scan >= 13 || end) {
+	if (scan >= 13 || *end) {
 		if (len < 13 || memcmp(buf, "HTTP/1.", 7) != 0 ||
 		    (buf[7] != '0' && buf[7] != '1') || buf[8] != ' ')
 			return -1;
@@ -271,6 +302,65 @@ ssize_t backend__h1_head(const char *buf, size_t len, struct backend_h1_head *h)
 		if (buf[12] != ' ' && buf[12] != '\r')
 			return -1;
 	}
+	return 0;
+}
+
+/* One header line [p, eol) (eol at its CR) read into h: Content-Length
+ * (one value, given once or more), Connection's close and keep-alive
+ * tokens; 0, or BACKEND_H1_UNSUP (folding, not "token:", a length that is
+ * a list, junk or conflicts, any Transfer-Encoding). */
+static int head_field(struct backend_h1_head *h, const char *p, const char *eol, int *close,
+		      int *keep_alive)
+{
+	const char *c = p, *v, *ve;
+	uint64_t x = 0;
+
+	if (*p == ' ' || *p == '\t')
+		return BACKEND_H1_UNSUP; /* obsolete line folding */
+	while (c < eol && tchar((unsigned char)*c))
+		c++;
+	if (c == p || c == eol || *c != ':')
+		return BACKEND_H1_UNSUP; /* not "token:" */
+	v = ows(c + 1, eol);
+	ve = eol;
+	while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+		ve--;
+#define NAME(n) ((size_t)(c - p) == sizeof(n) - 1 && strncasecmp(p, n, sizeof(n) - 1) == 0)
+	if (NAME("content-length")) {
+		const char *q = v;
+
+		while (q < ve && *q >= '0' && *q <= '9') {
+			if (x > (UINT64_MAX - 9) / 10)
+				return BACKEND_H1_UNSUP;
+			x = x * 10 + (uint64_t)(*q++ - '0');
+		}
+		if (q == v || q != ve)
+			return BACKEND_H1_UNSUP; /* a list, a sign, junk */
+		if (h->have_clen && h->clen != x)
+			return BACKEND_H1_UNSUP; /* conflicting lengths */
+		h->have_clen = 1;
+		h->clen = x;
+	} else if (NAME("transfer-encoding")) {
+		return BACKEND_H1_UNSUP;
+	} else if (NAME("connection")) {
+		*close |= has_token(v, ve, "close");
+		*keep_alive |= has_token(v, ve, "keep-alive");
+	}
+#undef NAME
+	return 0;
+}
+
+ssize_t backend__h1_head(const char *buf, size_t len, struct backend_h1_head *h)
+{
+	const char *p, *end;
+	size_t scan = len < BACKEND_H1_HEAD_MAX ? len : BACKEND_H1_HEAD_MAX;
+	int keep_alive = 0, close = 0, err;
+
+	memset(h, 0, sizeof(*h));
+	/* the end of the head, CRLF CRLF; a bare LF anywhere is left to curl */
+	err = head_end(buf, len, scan, &end);
+	if (err < 0)
+		return err;
 	if (!end)
 		return len >= BACKEND_H1_HEAD_MAX ? BACKEND_H1_UNSUP : 0;
 	h->minor = buf[7] - '0';
@@ -281,41 +371,9 @@ ssize_t backend__h1_head(const char *buf, size_t len, struct backend_h1_head *h)
 	p = (const char *)memchr(buf, '\n', h->head_len) + 1;
 	while (p < end - 2) {
 		const char *eol = (const char *)memchr(p, '\n', (size_t)(end - p)) - 1; /* its CR */
-		const char *c = p, *v, *ve;
-		uint64_t x = 0;
 
-		if (*p == ' ' || *p == '\t')
-			return BACKEND_H1_UNSUP; /* obsolete line folding */
-		while (c < eol && tchar((unsigned char)*c))
-			c++;
-		if (c == p || c == eol || *c != ':')
-			return BACKEND_H1_UNSUP; /* not "token:" */
-		v = ows(c + 1, eol);
-		ve = eol;
-		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-			ve--;
-#define NAME(n) ((size_t)(c - p) == sizeof(n) - 1 && strncasecmp(p, n, sizeof(n) - 1) == 0)
-		if (NAME("content-length")) {
-			const char *q = v;
-
-			while (q < ve && *q >= '0' && *q <= '9') {
-				if (x > (UINT64_MAX - 9) / 10)
-					return BACKEND_H1_UNSUP;
-				x = x * 10 + (uint64_t)(*q++ - '0');
-			}
-			if (q == v || q != ve)
-				return BACKEND_H1_UNSUP; /* a list, a sign, junk */
-			if (h->have_clen && h->clen != x)
-				return BACKEND_H1_UNSUP; /* conflicting lengths */
-			h->have_clen = 1;
-			h->clen = x;
-		} else if (NAME("transfer-encoding")) {
+		if (head_field(h, p, eol, &close, &keep_alive) < 0)
 			return BACKEND_H1_UNSUP;
-		} else if (NAME("connection")) {
-			close |= has_token(v, ve, "close");
-			keep_alive |= has_token(v, ve, "keep-alive");
-		}
-#undef NAME
 		p = eol + 2;
 	}
 	if (h->status == 204 || h->status == 304) {
