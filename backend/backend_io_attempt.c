@@ -211,6 +211,67 @@ static int total_check(struct xfer *x)
 		      want);
 }
 
+/* The answer's ETag is the version read so far (the first answer's) and
+ * the caller's (also against servers that ignore If-Match). 0, or -ESTALE
+ * (why: in r->error). */
+static int etag_check(struct xfer *x)
+{
+	const struct backend_req *r = x->r;
+
+	if (x->have_first && x->first_etag[0] && x->etag[0] && strcmp(x->etag, x->first_etag) != 0)
+		return refuse(x, -ESTALE, "ETag %s after %s: the object changed during the read",
+			      x->etag, x->first_etag);
+	if (r->if_match && *r->if_match && x->etag[0] && strcmp(x->etag, r->if_match) != 0)
+		return refuse(x, -ESTALE, "ETag %s, not %s: the object changed", x->etag,
+			      r->if_match);
+	return 0;
+}
+
+/* A 206 is the range asked for: its one Content-Range starts where the
+ * request does (ranged: it asked for a range), lies in the object, ends at
+ * the range's end or the object's (remain: the bytes the range has left),
+ * and its Content-Length is no longer than it. 0, or -EIO (why: in
+ * r->error). */
+static int partial_check(struct xfer *x, int ranged, uint64_t remain)
+{
+	const struct backend_req *r = x->r;
+	uint64_t span = x->cr_end - x->cr_start + 1;
+
+	if (!ranged)
+		return refuse(x, -EIO, "a 206 to a request for the whole object");
+	if (!x->have_crange || x->crange_star)
+		return refuse(x, -EIO,
+			      "a 206 without a Content-Range of one range (a multipart "
+			      "answer?): asked for bytes %" PRIu64 "-",
+			      x->want_start);
+	if (x->cr_end < x->cr_start || x->cr_end >= x->cr_total)
+		return refuse(x, -EIO,
+			      "Content-Range bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64
+			      " is not a range of the object",
+			      x->cr_start, x->cr_end, x->cr_total);
+	if (x->cr_start != x->want_start)
+		return refuse(x, -EIO,
+			      "a 206 of bytes %" PRIu64 "-%" PRIu64 ", asked from %" PRIu64,
+			      x->cr_start, x->cr_end, x->want_start);
+	/* may end early only at the object's end */
+	if (r->range_len && span < remain && x->cr_end + 1 != x->cr_total)
+		return refuse(x, -EIO,
+			      "a 206 of bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64
+			      " ends before the range asked for (%" PRIu64 " bytes) and the "
+			      "object",
+			      x->cr_start, x->cr_end, x->cr_total, remain);
+	/* a Content-Length short of the range is a short body: its bytes
+	 * are the range's first ones (as a cut connection's are), kept,
+	 * and the rest asked for again (xfer_done); a longer one is not
+	 * an answer to the range */
+	if (x->have_clen && x->clen > span)
+		return refuse(x, -EIO,
+			      "Content-Length %" PRIu64 " is longer than its Content-Range "
+			      "(%" PRIu64 " bytes)",
+			      x->clen, span);
+	return 0;
+}
+
 /* The final response's headers are in: decide what its body is. Returns 0,
  * or a negative errno that fails the request (why: in r->error). */
 static int headers_complete(struct xfer *x)
@@ -219,17 +280,11 @@ static int headers_complete(struct xfer *x)
 	int get = strcmp(r->method, "HEAD") != 0;
 	int ranged = r->range_len > 0 || r->delivered > 0;
 	uint64_t remain = r->range_len ? r->range_len - r->delivered : UINT64_MAX;
-	uint64_t span = x->cr_end - x->cr_start + 1;
 
 	if (x->status < 200 || x->status > 299)
 		return 0; /* body discarded; decided at the end */
-	if (x->have_first && x->first_etag[0] && x->etag[0] && strcmp(x->etag, x->first_etag) != 0)
-		return refuse(x, -ESTALE, "ETag %s after %s: the object changed during the read",
-			      x->etag, x->first_etag);
-	/* the caller's version, also against servers that ignore If-Match */
-	if (r->if_match && *r->if_match && x->etag[0] && strcmp(x->etag, r->if_match) != 0)
-		return refuse(x, -ESTALE, "ETag %s, not %s: the object changed", x->etag,
-			      r->if_match);
+	if (etag_check(x) < 0)
+		return -ESTALE;
 	if (!get)
 		return 0;
 	/* shardfs asks for no encoding: bytes encoded on the way (nginx's
@@ -251,39 +306,8 @@ static int headers_complete(struct xfer *x)
 	if (total_check(x) < 0)
 		return -ESTALE;
 	if (x->status == 206) {
-		if (!ranged)
-			return refuse(x, -EIO, "a 206 to a request for the whole object");
-		if (!x->have_crange || x->crange_star)
-			return refuse(x, -EIO,
-				      "a 206 without a Content-Range of one range (a multipart "
-				      "answer?): asked for bytes %" PRIu64 "-",
-				      x->want_start);
-		if (x->cr_end < x->cr_start || x->cr_end >= x->cr_total)
-			return refuse(x, -EIO,
-				      "Content-Range bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64
-				      " is not a range of the object",
-				      x->cr_start, x->cr_end, x->cr_total);
-		if (x->cr_start != x->want_start)
-			return refuse(x, -EIO,
-				      "a 206 of bytes %" PRIu64 "-%" PRIu64 ", asked from %" PRIu64,
-				      x->cr_start, x->cr_end, x->want_start);
-		/* may end early only at the object's end */
-		if (r->range_len && span < remain && x->cr_end + 1 != x->cr_total)
-			return refuse(x, -EIO,
-				      "a 206 of bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64
-				      " ends before the range asked for (%" PRIu64
-				      " bytes) and the "
-				      "object",
-				      x->cr_start, x->cr_end, x->cr_total, remain);
-		/* a Content-Length short of the range is a short body: its bytes
-		 * are the range's first ones (as a cut connection's are), kept,
-		 * and the rest asked for again (xfer_done); a longer one is not
-		 * an answer to the range */
-		if (x->have_clen && x->clen > span)
-			return refuse(x, -EIO,
-				      "Content-Length %" PRIu64 " is longer than its Content-Range "
-				      "(%" PRIu64 " bytes)",
-				      x->clen, span);
+		if (partial_check(x, ranged, remain) < 0)
+			return -EIO;
 	} else if (x->status == 200 && ranged) {
 		/* the server ignored Range: read the whole body from offset 0 */
 		x->skip = x->want_start;
