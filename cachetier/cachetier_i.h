@@ -192,7 +192,8 @@ struct ct_writer {
 	sem_t wsem;		       /* posted by a push onto an empty wq, and at stop */
 	struct disk_mutex bpool_lock;  /* a leaf: the pool of free sink buffers */
 	struct fill_buf *bpool;	       /* ... (cachetier__buf_get), under bpool_lock */
-	unsigned bpool_n;	       /* ... how many (at most FILL_POOL_MAX) */
+	unsigned bpool_n;	       /* ... how many */
+	struct ct_bchunk *bchunks;     /* ... the chunks they are carved from, under bpool_lock */
 	struct ct_dio dio;	       /* prefetch fills' O_DIRECT writes (cachetier_direct.h) */
 	atomic_int wstop;	       /* the writer leaves once wq is empty */
 	atomic_uint wq_bufs;	       /* fills' buffers of bytes pushed, not yet written: at
@@ -651,9 +652,9 @@ void cachetier__wq_push2(struct cachetier *ct, struct fill_buf *a, struct fill_b
 /* a and b (each if not NULL), then c, in one push */
 void cachetier__wq_push3(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b,
 			 struct fill_buf *c);
-/* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or malloc'd;
- * NULL when out of memory. buf_put gives it back (the writer, or a failed
- * run's sink; NULL is fine); buf_pool_free frees the pool at stop. */
+/* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or from a new
+ * chunk of them (cachetier_write.c); NULL when out of memory. buf_put gives it back (the writer, or
+ * a failed run's sink; NULL is fine); buf_pool_free frees the pool at stop. */
 struct fill_buf *cachetier__buf_get(struct cachetier *ct);
 void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b);
 void cachetier__buf_pool_free(struct cachetier *ct);

@@ -17,8 +17,9 @@
  * batch: only by the push that finds the stack empty (the writer takes the
  * whole stack at each wake-up, so a push onto a non-empty stack is taken
  * with the one that posted). The sinks' buffers come from a pool
- * (cachetier__buf_get) the writer gives them back to: no malloc, no fresh
- * (faulted and zeroed) pages per buffer.
+ * (cachetier__buf_get) the writer gives them back to, carved from chunks
+ * of huge pages: no malloc, no fresh (faulted and zeroed) 4 KiB pages per
+ * buffer.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 
 #include "cachetier_i.h"
@@ -69,76 +71,182 @@ void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
 }
 
 /* The sinks' buffers: a stack of free ones (ct->wr.bpool) under ct->wr.bpool_lock
- * (a leaf: nothing is taken under it, held for a pointer swap), at most
- * FILL_POOL_MAX kept (8 MiB: the bytes of the fills in flight; more are
- * freed). A lock-free stack would need its whole list taken and walked to
- * pop one safely from several threads (the store's I/O thread, the fill
- * workers of a store that reads in the caller): a cache miss per buffer
- * walked. */
+ * (a leaf: nothing is taken under it, held for a pointer swap but at a
+ * chunk's release, below), kept up to FILL_POOL_MAX (8 MiB: the bytes of
+ * the fills in flight). A lock-free stack would need its whole list taken
+ * and walked to pop one safely from several threads (the store's I/O
+ * thread, the fill workers of a store that reads in the caller): a cache
+ * miss per buffer walked. */
 #define FILL_POOL_MAX 64u
 
 /* A sink buffer's bytes start at a CT_DIO_ALIGN boundary, so a prefetch
  * fill's writes go through O_DIRECT as they are (cachetier_direct.c): its
- * header lies in the block before them (BUF_HEAD bytes allocated for it,
- * at least the header's). */
-#define BUF_HEAD CT_DIO_ALIGN
+ * header lies in the block before them (BUF_HEAD bytes for it, at least
+ * the header's). */
+#define BUF_HEAD   CT_DIO_ALIGN
+#define BUF_STRIDE (BUF_HEAD + FILL_BUF_BYTES)
 _Static_assert(offsetof(struct fill_buf, data) <= BUF_HEAD &&
 		   offsetof(struct fill_buf, data) % _Alignof(struct fill_buf) == 0,
 	       "a sink buffer's header fits in the block before its bytes");
 
-static struct fill_buf *buf_new(void)
-{
-	void *m;
+/* The buffers are carved from chunks of BCHUNK_BYTES, each at an address
+ * that is a multiple of its size and madvise'd MADV_HUGEPAGE: a fresh
+ * chunk is one page fault of a huge page, not 33 faults of a 4 KiB page a
+ * buffer. A fresh mount's first prefetch touched some 115 new buffers,
+ * 3,800 faults, at 11-17 us each on the bench machine's VM (a fault there
+ * costs a trap to the hypervisor): 0.1 CPU-s per GB of L4
+ * (tests/bench/README.md, "L4: the fill buffers' page faults"). Where the
+ * kernel has no huge page to give, the chunk faults page by page as
+ * malloc'd buffers did. A chunk's first block holds its header; then
+ * BCHUNK_BUFS buffers of BUF_STRIDE. A chunk goes back to the kernel when
+ * its last buffer comes back to a pool already holding FILL_POOL_MAX
+ * (and all of them at stop). */
+#define BCHUNK_BYTES (2u * 1024u * 1024u)
+#define BCHUNK_BUFS  ((BCHUNK_BYTES - CT_DIO_ALIGN) / BUF_STRIDE)
+_Static_assert(BCHUNK_BUFS >= 8, "a chunk holds several sink buffers");
 
-	if (posix_memalign(&m, CT_DIO_ALIGN, BUF_HEAD + FILL_BUF_BYTES) != 0)
-		return NULL;
-	return (struct fill_buf *)((char *)m + BUF_HEAD - offsetof(struct fill_buf, data));
+/* Under ASan the bytes no one may touch are poisoned, as malloc's
+ * redzones and freed blocks are: a pooled buffer's data, and each
+ * buffer's block before its header (past the previous buffer's end). */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define BUF_POISON(p, n)   ASAN_POISON_MEMORY_REGION(p, n)
+#define BUF_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define BUF_POISON(p, n)   ((void)(p), (void)(n))
+#define BUF_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+struct ct_bchunk {
+	struct ct_bchunk *next; /* in ct->wr.bchunks */
+	unsigned nfree;		/* of its buffers in the pool (under bpool_lock) */
+};
+
+static struct ct_bchunk *bchunk_of(const struct fill_buf *b)
+{
+	return (struct ct_bchunk *)((uintptr_t)b->data & ~(uintptr_t)(BCHUNK_BYTES - 1));
 }
 
-static void buf_free(struct fill_buf *b)
+static struct fill_buf *bchunk_buf(struct ct_bchunk *ch, unsigned i)
 {
-	if (b)
-		free(b->data - BUF_HEAD);
+	char *data = (char *)ch + CT_DIO_ALIGN + (size_t)i * BUF_STRIDE + BUF_HEAD;
+
+	return (struct fill_buf *)(data - offsetof(struct fill_buf, data));
+}
+
+/* A new chunk's buffers, as a chain through next (the first returned, the
+ * rest in *rest), the chunk in ct->wr.bchunks; NULL when out of memory.
+ * bpool_lock held (the map and madvise under it: once a chunk, a few
+ * times a mount). */
+static struct fill_buf *bchunk_new(struct cachetier *ct, struct fill_buf **rest)
+{
+	size_t span = 2 * (size_t)BCHUNK_BYTES;
+	char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ct_bchunk *ch;
+	size_t head;
+
+	if (m == MAP_FAILED)
+		return NULL;
+	/* the aligned BCHUNK_BYTES inside the span; the rest unmapped */
+	head = (BCHUNK_BYTES - (uintptr_t)m % BCHUNK_BYTES) % BCHUNK_BYTES;
+	if (head)
+		munmap(m, head);
+	munmap(m + head + BCHUNK_BYTES, span - head - BCHUNK_BYTES);
+	ch = (struct ct_bchunk *)(m + head);
+	(void)madvise(ch, BCHUNK_BYTES, MADV_HUGEPAGE); /* no THP: 4 KiB pages */
+	ch->next = ct->wr.bchunks;
+	ch->nfree = BCHUNK_BUFS - 1;
+	ct->wr.bchunks = ch;
+	*rest = NULL;
+	for (unsigned i = BCHUNK_BUFS; i-- > 0;) {
+		struct fill_buf *b = bchunk_buf(ch, i);
+
+		BUF_POISON(b->data - BUF_HEAD, BUF_HEAD - offsetof(struct fill_buf, data));
+		if (i == 0)
+			break;
+		BUF_POISON(b->data, FILL_BUF_BYTES);
+		b->next = *rest;
+		*rest = b;
+	}
+	return bchunk_buf(ch, 0);
 }
 
 struct fill_buf *cachetier__buf_get(struct cachetier *ct)
 {
-	struct fill_buf *b;
+	struct fill_buf *b, *rest = NULL;
 
 	disk_mutex_lock(&ct->wr.bpool_lock);
 	b = ct->wr.bpool;
 	if (b) {
 		ct->wr.bpool = b->next;
 		ct->wr.bpool_n--;
+		bchunk_of(b)->nfree--;
+		BUF_UNPOISON(b->data, FILL_BUF_BYTES);
+	} else if ((b = bchunk_new(ct, &rest)) != NULL) {
+		ct->wr.bpool = rest;
+		ct->wr.bpool_n += BCHUNK_BUFS - 1;
 	}
 	disk_mutex_unlock(&ct->wr.bpool_lock);
-	return b ? b : buf_new();
+	return b;
+}
+
+/* ch's buffers off the pool's stack and ch off the chunk list; bpool_lock
+ * held, every buffer of ch in the pool. */
+static void bchunk_unlink(struct cachetier *ct, struct ct_bchunk *ch)
+{
+	struct fill_buf **pp = &ct->wr.bpool;
+	struct ct_bchunk **cp = &ct->wr.bchunks;
+
+	while (*pp) {
+		if (bchunk_of(*pp) == ch)
+			*pp = (*pp)->next;
+		else
+			pp = &(*pp)->next;
+	}
+	ct->wr.bpool_n -= BCHUNK_BUFS;
+	while (*cp != ch)
+		cp = &(*cp)->next;
+	*cp = ch->next;
 }
 
 void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
 {
+	struct ct_bchunk *ch, *gone = NULL;
+
 	if (!b)
 		return;
+	ch = bchunk_of(b);
+	BUF_POISON(b->data, FILL_BUF_BYTES);
 	disk_mutex_lock(&ct->wr.bpool_lock);
-	if (ct->wr.bpool_n < FILL_POOL_MAX) {
-		b->next = ct->wr.bpool;
-		ct->wr.bpool = b;
-		ct->wr.bpool_n++;
-		b = NULL;
+	b->next = ct->wr.bpool;
+	ct->wr.bpool = b;
+	ct->wr.bpool_n++;
+	/* a chunk whole again while the pool holds more than its most: back
+	 * to the kernel (a walk of the pool's stack, once a chunk) */
+	if (++ch->nfree == BCHUNK_BUFS && ct->wr.bpool_n >= FILL_POOL_MAX + BCHUNK_BUFS) {
+		bchunk_unlink(ct, ch);
+		gone = ch;
 	}
 	disk_mutex_unlock(&ct->wr.bpool_lock);
-	buf_free(b);
+	if (gone) {
+		BUF_UNPOISON(gone, BCHUNK_BYTES);
+		munmap(gone, BCHUNK_BYTES);
+	}
 }
 
 void cachetier__buf_pool_free(struct cachetier *ct)
 {
 	disk_mutex_lock(&ct->wr.bpool_lock);
-	while (ct->wr.bpool) {
-		struct fill_buf *b = ct->wr.bpool;
+	while (ct->wr.bchunks) {
+		struct ct_bchunk *ch = ct->wr.bchunks;
 
-		ct->wr.bpool = b->next;
-		buf_free(b);
+		/* at stop every buffer is back: no fill, no writer */
+		assert(ch->nfree == BCHUNK_BUFS);
+		ct->wr.bchunks = ch->next;
+		BUF_UNPOISON(ch, BCHUNK_BYTES);
+		munmap(ch, BCHUNK_BYTES);
 	}
+	ct->wr.bpool = NULL;
 	ct->wr.bpool_n = 0;
 	disk_mutex_unlock(&ct->wr.bpool_lock);
 }
