@@ -34,6 +34,7 @@ Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 import sys
 sys.dont_write_bytecode = True
 
+import contextlib  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
@@ -147,10 +148,17 @@ def group_inflight(env, ck):
         ng.stop()
 
 
-def group_interrupt(env, ck):
+@contextlib.contextmanager
+def held_read(env, ck, reader, **kw):
+    """The shards (make_source) through a SlowProxy that holds their GETs, mounted and listed,
+    and a reader (subprocess.Popen of reader + [path], with kw) of the first member, its fill
+    held at the server (one fill in flight). Yields (src, members, px, m, st0, x, path, rd):
+    st0 the mount's stats before the hold, x the member, path its path in the mount. At the
+    end the proxy is released, a reader still there killed, and the servers stopped."""
     src, members = make_source(env, ck)
     ng = web.Nginx(env.path('nginx'), src).start()
     px = web.SlowProxy(ng.port)
+    rd = None
     try:
         with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
                       extra=mount_opts(env)) as m:
@@ -159,29 +167,39 @@ def group_interrupt(env, ck):
             hold(px)
             x = members[0]
             path = os.path.join(m.mnt, x[1])
-            rd = subprocess.Popen(['cat', path], stdout=subprocess.DEVNULL)
+            rd = subprocess.Popen(reader + [path], **kw)
             ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the fill held')
             ml.poll(lambda: m.stats()['fills_inflight'] == 1, what='one fill in flight')
-            ck.ok(m.stats()['reads_inflight'] >= 1, 'the reader\'s read in flight')
-            rd.send_signal(signal.SIGKILL)  # the FUSE read is interrupted
-            ck.eq('the reader was killed', rd.wait(60), -signal.SIGKILL)
-            px.release()
-            # the interrupted read is answered (to nobody) and counted out
-            st = ml.poll(lambda: (lambda st: st['fills_inflight'] == 0 and st['reads_inflight'] == 0
-                                  and st)(m.stats()), what='the fill and the read ended')
-            gets = tar_gets(px)
-            ck.eq('one GET', len(gets), 1)
-            ck.eq('fill_errors', st['fill_errors'] - st0['fill_errors'], 0)
-            fetched = st['bytes_fetched'] - st0['bytes_fetched']
-            ck.ok(fetched >= x[3], 'the fill fetched the member (%d >= %d)' % (fetched, x[3]))
-            ck.eq('the member after the interrupted read: exact bytes', read(path), ref(src, x))
-            st2 = m.stats()
-            ck.eq('... a hit: nothing fetched again', st2['bytes_fetched'], st['bytes_fetched'])
-            ck.eq('... one GET in all', len(tar_gets(px)), 1)
-            ck.eq('read_errors', st2['read_errors'], 0)
+            yield src, members, px, m, st0, x, path, rd
     finally:
+        px.release()
+        if rd is not None and rd.poll() is None:
+            rd.kill()
+            rd.wait(60)
         px.close()
         ng.stop()
+
+
+def group_interrupt(env, ck):
+    with held_read(env, ck, ['cat'], stdout=subprocess.DEVNULL) as h:
+        src, members, px, m, st0, x, path, rd = h
+        ck.ok(m.stats()['reads_inflight'] >= 1, 'the reader\'s read in flight')
+        rd.send_signal(signal.SIGKILL)  # the FUSE read is interrupted
+        ck.eq('the reader was killed', rd.wait(60), -signal.SIGKILL)
+        px.release()
+        # the interrupted read is answered (to nobody) and counted out
+        st = ml.poll(lambda: (lambda st: st['fills_inflight'] == 0 and st['reads_inflight'] == 0
+                              and st)(m.stats()), what='the fill and the read ended')
+        gets = tar_gets(px)
+        ck.eq('one GET', len(gets), 1)
+        ck.eq('fill_errors', st['fill_errors'] - st0['fill_errors'], 0)
+        fetched = st['bytes_fetched'] - st0['bytes_fetched']
+        ck.ok(fetched >= x[3], 'the fill fetched the member (%d >= %d)' % (fetched, x[3]))
+        ck.eq('the member after the interrupted read: exact bytes', read(path), ref(src, x))
+        st2 = m.stats()
+        ck.eq('... a hit: nothing fetched again', st2['bytes_fetched'], st['bytes_fetched'])
+        ck.eq('... one GET in all', len(tar_gets(px)), 1)
+        ck.eq('read_errors', st2['read_errors'], 0)
 
 
 DIRECT_READER = r'''
@@ -201,58 +219,38 @@ def wchan(pid):
 
 
 def group_killed(env, ck):
-    src, members = make_source(env, ck)
-    ng = web.Nginx(env.path('nginx'), src).start()
-    px = web.SlowProxy(ng.port)
-    rd = None
-    try:
-        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
-                      extra=mount_opts(env)) as m:
-            listed(m)
-            st0 = m.stats()
-            hold(px)
-            x = members[0]
-            path = os.path.join(m.mnt, x[1])
-            rd = subprocess.Popen([sys.executable, '-c', DIRECT_READER, path])
-            ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the fill held')
-            ml.poll(lambda: m.stats()['fills_inflight'] == 1, what='one fill in flight')
-            # the reader waits in the kernel for the daemon's answer to its READ
-            ml.poll(lambda: wchan(rd.pid) == 'request_wait_answer',
-                    what='the reader in request_wait_answer (now %r)' % wchan(rd.pid))
-            ck.ok(m.stats()['reads_inflight'] >= 1, 'the reader\'s read in flight')
-            rd.send_signal(signal.SIGKILL)
-            try:
-                rc = rd.wait(30)  # a guard against a hang only: expected at once
-            except subprocess.TimeoutExpired:
-                rc = 'still there after 30 s, in %s' % wchan(rd.pid)
-            ck.eq('the killed reader is gone while the server holds the answer', rc,
-                  -signal.SIGKILL)
-            gets = tar_gets(px)
-            ck.eq('... the GET still held, not done', [(r['held'], r['done']) for r in gets],
-                  [(True, False)])
-            st = ml.poll(lambda: (lambda st: st['reads_inflight'] == 0 and st)(m.stats()),
-                         what='the interrupted read answered')
-            ck.eq('... the fill still in flight', st['fills_inflight'], 1)
-            ck.eq('reads_interrupted', st['reads_interrupted'] - st0['reads_interrupted'], 1)
-            ck.eq('read_errors', st['read_errors'] - st0['read_errors'], 0)
-            ck.ok(len(os.listdir(os.path.dirname(path))) > 0, 'the mount lists meanwhile')
-            px.release()
-            st = ml.poll(lambda: (lambda st: st['fills_inflight'] == 0 and st)(m.stats()),
-                         what='the held fill ended')
-            ck.eq('fill_errors', st['fill_errors'] - st0['fill_errors'], 0)
-            ck.eq('the member after the interrupted read: exact bytes', read(path), ref(src, x))
-            ck.eq('... one GET in all (the held fill landed)', len(tar_gets(px)), 1)
-            same = [y for y in members if y[0] == x[0]]
-            bad = [y[1] for y in same if read(os.path.join(m.mnt, y[1])) != ref(src, y)]
-            ck.eq('every member of the shard exact (%d)' % len(same), bad, [])
-            ck.eq('read_errors at the end', m.stats()['read_errors'], 0)
-    finally:
+    with held_read(env, ck, [sys.executable, '-c', DIRECT_READER]) as h:
+        src, members, px, m, st0, x, path, rd = h
+        # the reader waits in the kernel for the daemon's answer to its READ
+        ml.poll(lambda: wchan(rd.pid) == 'request_wait_answer',
+                what='the reader in request_wait_answer (now %r)' % wchan(rd.pid))
+        ck.ok(m.stats()['reads_inflight'] >= 1, 'the reader\'s read in flight')
+        rd.send_signal(signal.SIGKILL)
+        try:
+            rc = rd.wait(30)  # a guard against a hang only: expected at once
+        except subprocess.TimeoutExpired:
+            rc = 'still there after 30 s, in %s' % wchan(rd.pid)
+        ck.eq('the killed reader is gone while the server holds the answer', rc,
+              -signal.SIGKILL)
+        gets = tar_gets(px)
+        ck.eq('... the GET still held, not done', [(r['held'], r['done']) for r in gets],
+              [(True, False)])
+        st = ml.poll(lambda: (lambda st: st['reads_inflight'] == 0 and st)(m.stats()),
+                     what='the interrupted read answered')
+        ck.eq('... the fill still in flight', st['fills_inflight'], 1)
+        ck.eq('reads_interrupted', st['reads_interrupted'] - st0['reads_interrupted'], 1)
+        ck.eq('read_errors', st['read_errors'] - st0['read_errors'], 0)
+        ck.ok(len(os.listdir(os.path.dirname(path))) > 0, 'the mount lists meanwhile')
         px.release()
-        if rd is not None and rd.poll() is None:
-            rd.kill()
-            rd.wait(60)
-        px.close()
-        ng.stop()
+        st = ml.poll(lambda: (lambda st: st['fills_inflight'] == 0 and st)(m.stats()),
+                     what='the held fill ended')
+        ck.eq('fill_errors', st['fill_errors'] - st0['fill_errors'], 0)
+        ck.eq('the member after the interrupted read: exact bytes', read(path), ref(src, x))
+        ck.eq('... one GET in all (the held fill landed)', len(tar_gets(px)), 1)
+        same = [y for y in members if y[0] == x[0]]
+        bad = [y[1] for y in same if read(os.path.join(m.mnt, y[1])) != ref(src, y)]
+        ck.eq('every member of the shard exact (%d)' % len(same), bad, [])
+        ck.eq('read_errors at the end', m.stats()['read_errors'], 0)
 
 
 def group_stop(env, ck):

@@ -54,28 +54,7 @@ import subprocess  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
-
-
-def fnv(lines):
-    """FNV-1a 64 over each line (bytes) followed by a newline: a plan's fnv."""
-    h = 0xcbf29ce484222325
-    for line in lines:
-        for c in line + b'\n':
-            h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
-    return h
-
-
-def plans(mnt):
-    """{name: {paths, missing, read, position, bytes, fnv}} from MNT/.shardfs/plans."""
-    with open(os.path.join(mnt, '.shardfs', 'plans'), 'rb') as f:
-        text = f.read().decode()
-    out = {}
-    for line in text.split('\n')[1:]:
-        f = line.split('\t')
-        if len(f) == 8:
-            out[f[0]] = dict(zip(('paths', 'missing', 'read', 'position', 'bytes'),
-                                 (int(x) for x in f[2:7])), fnv=int(f[7], 16))
-    return out
+from shardfs_test.planread import plan_fnv, plans  # noqa: E402
 
 
 def group_plan_abs(env, ck):
@@ -137,7 +116,7 @@ def group_plan_abs(env, ck):
             ck.eq('round %d: paths, missing, bytes' % rnd,
                   (got['paths'], got['missing'], got['bytes']),
                   (len(found), len(lines) - len(found), want_bytes))
-            ck.eq('round %d: fnv of the mount-relative paths' % rnd, got['fnv'], fnv(found))
+            ck.eq('round %d: fnv of the mount-relative paths' % rnd, got['fnv'], plan_fnv(found))
             for x in found:
                 with open(os.path.join(m.mnt, x.decode().lstrip('/')), 'rb') as f:
                     data = f.read()

@@ -88,7 +88,7 @@ import tarfile  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test import planread  # noqa: E402
-from shardfs_test.planread import plans  # noqa: E402
+from shardfs_test.planread import plan_fnv, plans  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 
@@ -102,14 +102,6 @@ ctl = ml.control_errno  # one command line: None, or the errno the mount answere
 # default each fill a reader meets costs one more GET (a cached unit compared with the store's,
 # docs/faults.md "Validators", tested by remote-cache-weaketag); these tests count the fills'.
 WEAK_TRUST = ['--weak-etag', 'trust']
-
-def fnv(lines):
-    h = 0xcbf29ce484222325
-    for ln in lines:
-        for c in ln.encode() + b'\n':
-            h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
-    return h
-
 
 def human(b):
     """fs_human_bytes: what the CLI prints for a byte count."""
@@ -250,7 +242,7 @@ def group_semantics(env, ck):
         ck.eq('plans file: job1', (pl['job1']['paths'], pl['job1']['missing'],
                                    pl['job1']['bytes'], pl['job1']['read'],
                                    pl['job1']['position']), (7, 5, want_bytes, 0, 0))
-        ck.eq('job1 fnv is the found paths in order', pl['job1']['fnv'], fnv(found))
+        ck.eq('job1 fnv is the found paths in order', pl['job1']['fnv'], plan_fnv(found))
         # replaced by a plan of the same name
         p2 = plan_file('p2', ['a/shard-000001/k2.jpg', 'a/shard-000001/k3.jpg'])
         rc, out, err = cli(mnt, p2, '--name', 'job1')
@@ -264,7 +256,7 @@ def group_semantics(env, ck):
         ck.eq('replaced: plan_paths, plan_missing', (st['plan_paths'], st['plan_missing']),
               (2, 0))
         ck.eq('replaced: fnv', pl['job1']['fnv'],
-              fnv(['a/shard-000001/k2.jpg', 'a/shard-000001/k3.jpg']))
+              plan_fnv(['a/shard-000001/k2.jpg', 'a/shard-000001/k3.jpg']))
         # a second name: both kept
         p3 = plan_file('p3', ['a/shard-000001/k3.jpg', 'readme.txt', 'a/shard-000000/k0.jpg'])
         ck.eq('second plan rc', cli(mnt, p3, '--name', 'job2')[0], 0)
@@ -1325,7 +1317,7 @@ def group_file(env, ck):
         pl = plans(m.mnt)
         ck.eq('big file: paths, missing', (pl['big']['paths'], pl['big']['missing']),
               (1, 48 * 1024 * 1024 // len(line)))
-        ck.eq('big file: fnv', pl['big']['fnv'], fnv(['s/a.txt']))
+        ck.eq('big file: fnv', pl['big']['fnv'], plan_fnv(['s/a.txt']))
 
 
 def ctl_child(mnt, line):

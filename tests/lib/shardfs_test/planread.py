@@ -1,7 +1,7 @@
 """Planned reads over sidecar-indexed shards, shared by the mount tests of fills and plans
 (tests/mount/test_fills.py, test_plan_conns.py, test_plan.py): the shards and their members'
-extents, the members' reference bytes, the GETs a SlowProxy saw and its hold, and publishing a
-plan file on a mount's control file.
+extents, the members' reference bytes, the GETs a SlowProxy saw and its hold, publishing a
+plan file on a mount's control file, and the plans the mount lists (.shardfs/plans) with their fnv.
 
 A member is a tuple (shard file name, path in the mount, offset of its data in the shard, size).
 """
@@ -101,3 +101,13 @@ def plans(mnt):
                 d['fnv'] = int(d['fnv'], 16)
             out[d['name']] = d
     return out
+
+
+def plan_fnv(paths):
+    """A plan's fnv, as .shardfs/plans lists it: FNV-1a 64 over each path (bytes, or str in
+    UTF-8) followed by a newline."""
+    h = 0xcbf29ce484222325
+    for p in paths:
+        for c in (p.encode() if isinstance(p, str) else p) + b'\n':
+            h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    return h
