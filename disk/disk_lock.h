@@ -57,6 +57,7 @@ enum disk_lock_rank {
 	DISK_LOCK_NOTIFY = 94,	     /* fs/core: the notifier's queue (then a thread's) */
 	DISK_LOCK_LEARN = 95,	     /* fs/core: objects being learned (a leaf) */
 	DISK_LOCK_THREAD = 96,	     /* fs/core: a struct fs_thread's stop and wake (a leaf) */
+	DISK_LOCK_BUILT = 97,	     /* fs/core: the shards' index builds under way (a leaf) */
 	DISK_LOCK_FUSE_STOP = 98,    /* fs/fuse: the stop thread's lock (a leaf) */
 };
 

@@ -74,6 +74,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "reads whose sender gave up (interrupted, killed) while they waited for the store: "
      "answered EINTR, not counted in read_errors",
      C, FS(reads_interrupted)},
+    {"index_waits_interrupted",
+     "requests (lookups, opens, listings, reads) whose sender gave up while they waited for "
+     "another request's build of a shard's index: answered EINTR within 100 ms, the build goes on",
+     C, FS(index_waits_interrupted)},
     {"reads_inflight",
      "reads of files being answered now (until their reply is sent and the cache units "
      "they read are released; reads of .shardfs files not counted)",

@@ -266,9 +266,13 @@ struct fs_obj {
 };
 
 struct fs_shard {
-	uint32_t obj;			      /* the shard's object */
-	char *dirname;			      /* name of its member directory */
-	struct disk_mutex lock;		      /* DISK_LOCK_SHARD: serialises loading */
+	uint32_t obj;		/* the shard's object */
+	char *dirname;		/* name of its member directory */
+	struct disk_mutex lock; /* DISK_LOCK_SHARD: serialises loading */
+	/* a thread builds the index under lock now: set under lock, cleared
+	 * under fs->built_lock with a broadcast of built_cond, so that a
+	 * request with a stop waits for it there, not on lock */
+	atomic_int building;
 	struct shardidx *_Atomic ix;	      /* set once, then immutable; reads a mapping
 					       * of its cache file, unmapped at unmount
 					       * (fs_shards_release) */
@@ -302,8 +306,10 @@ struct fs_shard {
 struct fs_counters {
 	atomic_ullong lookups, getattrs, readdirs, reads, read_bytes, read_errors;
 	atomic_ullong reads_interrupted; /* of reads, ended by fs_op_stop_on's stop */
-	atomic_ullong reads_inflight;	 /* fs_op_read to fs_op_read_done */
-	atomic_ullong op_errors; /* requests but reads that failed (fs_ll.c's reply helper) */
+	/* requests that gave up their wait for another's index build (fs_shard.c) */
+	atomic_ullong index_waits_interrupted;
+	atomic_ullong reads_inflight; /* fs_op_read to fs_op_read_done */
+	atomic_ullong op_errors;      /* requests but reads that failed (fs_ll.c's reply helper) */
 	atomic_ullong index_built, index_loaded, index_errors, index_bytes_scanned;
 	atomic_ullong index_save_errors, members, damaged_shards, skipped_members;
 	atomic_ullong index_removed; /* older versions' index blobs this mount removed */
@@ -433,6 +439,10 @@ struct fs {
 	 * learn_err; learn_cond: a learning ended (fs_learn.c) */
 	struct disk_mutex learn_lock;
 	pthread_cond_t learn_cond;
+	/* DISK_LOCK_BUILT (a leaf): every shard's building flag is cleared
+	 * under it; built_cond: a build ended (fs_shard.c, fs_shard_index) */
+	struct disk_mutex built_lock;
+	pthread_cond_t built_cond;
 	uid_t uid;
 	gid_t gid;
 	int64_t mount_time;

@@ -96,10 +96,14 @@ void fs_learn_init(struct fs *fs)
 {
 	disk_mutex_init(&fs->learn_lock, DISK_LOCK_LEARN);
 	pthread_cond_init(&fs->learn_cond, NULL);
+	disk_mutex_init(&fs->built_lock, DISK_LOCK_BUILT);
+	pthread_cond_init(&fs->built_cond, NULL);
 }
 
 void fs_learn_destroy(struct fs *fs)
 {
+	pthread_cond_destroy(&fs->built_cond);
+	disk_mutex_destroy(&fs->built_lock);
 	pthread_cond_destroy(&fs->learn_cond);
 	disk_mutex_destroy(&fs->learn_lock);
 }

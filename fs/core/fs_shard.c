@@ -557,6 +557,35 @@ int fs_shard_index_unchanged(struct fs *fs, uint32_t shard)
 	return 0;
 }
 
+/* A request with a stop (fs_op_stop_on: a FUSE lookup, open, listing or
+ * read) that finds another thread building s's index waits for the build's
+ * end here, looking at its stop every CACHETIER_STOP_TICK_MS, rather than
+ * on s->lock, which the builder holds across the store: -EINTR once its
+ * sender gave up (the build goes on for the others), else 0 when no build
+ * is under way. A request without a stop waits on s->lock as before. */
+static int shard_build_wait(struct fs *fs, struct fs_shard *s)
+{
+	struct timespec t;
+	int err = 0;
+
+	if (!atomic_load_explicit(&s->building, memory_order_acquire) ||
+	    !cachetier_request_stoppable())
+		return 0;
+	disk_mutex_lock(&fs->built_lock);
+	while (atomic_load_explicit(&s->building, memory_order_acquire)) {
+		if (cachetier_request_stopped()) {
+			err = -EINTR;
+			break;
+		}
+		cachetier_request_tick(&t);
+		disk_cond_timedwait(&fs->built_cond, &fs->built_lock, &t);
+	}
+	disk_mutex_unlock(&fs->built_lock);
+	if (err)
+		fs->c.index_waits_interrupted++;
+	return err;
+}
+
 int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		   struct cachetier_obj **stream)
 {
@@ -577,14 +606,23 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 			return err;
 		const struct cachetier_stop *stop;
 
+		err = shard_build_wait(fs, s);
+		if (err < 0)
+			return err;
 		disk_mutex_lock(&s->lock);
 		err = atomic_load_explicit(&s->err, memory_order_acquire);
-		/* the build is not given up with its request (fs_op_stop_on):
-		 * other requests wait on s->lock for it */
-		stop = cachetier_request_stop(NULL);
-		if (err == 0 && !atomic_load_explicit(&s->ix, memory_order_acquire))
+		if (err == 0 && !atomic_load_explicit(&s->ix, memory_order_acquire)) {
+			/* the build is not given up with its request
+			 * (fs_op_stop_on): other requests wait for it */
+			atomic_store_explicit(&s->building, 1, memory_order_release);
+			stop = cachetier_request_stop(NULL);
 			err = shard_load(fs, s);
-		cachetier_request_stop(stop);
+			cachetier_request_stop(stop);
+			disk_mutex_lock(&fs->built_lock);
+			atomic_store_explicit(&s->building, 0, memory_order_release);
+			pthread_cond_broadcast(&fs->built_cond);
+			disk_mutex_unlock(&fs->built_lock);
+		}
 		disk_mutex_unlock(&s->lock);
 		if (err < 0)
 			return err;

@@ -47,6 +47,23 @@ static struct fs *ll_fs(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+static int ll_interrupted(void *req);
+
+/* ll_fs for a request whose waits end with -EINTR once the kernel
+ * interrupts it (its sender got a signal or was killed: fs_op_stop_on):
+ * a lookup's, getattr's, open's or listing's wait for another request's
+ * build of a shard's index. *stop is the caller's and lives until its
+ * reply; the reply to an -EINTR goes to nobody. */
+static struct fs *ll_fs_stop(fuse_req_t req, struct fs_op_stop *stop)
+{
+	struct fs *fs = ll_fs(req);
+
+	stop->asked = ll_interrupted;
+	stop->arg = req;
+	fs_op_stop_on(stop);
+	return fs;
+}
+
 /* ---- the one error reply --------------------------------------------------- */
 
 /* What a request was, for the log line of its failure. */
@@ -88,6 +105,7 @@ static int ll_is_answer(int err)
 	case EACCES:
 	case ESTALE:
 	case ENAMETOOLONG: /* a symlink target the kernel cannot take (fs_view_shard.c) */
+	case EINTR:	   /* its sender gave up (ll_fs_stop): nobody reads it */
 		return 1;
 	default:
 		return 0;
@@ -159,7 +177,8 @@ static void reply_entry(fuse_req_t req, const struct fs_entry *fe)
 
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fs *fs = ll_fs(req);
+	struct fs_op_stop stop;
+	struct fs *fs = ll_fs_stop(req, &stop);
 	struct fs_entry e;
 	int err = fs_op_lookup(fs, parent, name, &e);
 
@@ -190,7 +209,8 @@ static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = ll_fs(req);
+	struct fs_op_stop stop;
+	struct fs *fs = ll_fs_stop(req, &stop);
 	struct stat st;
 	int err;
 
@@ -217,7 +237,8 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = ll_fs(req);
+	struct fs_op_stop stop;
+	struct fs *fs = ll_fs_stop(req, &stop);
 	struct fs_open o;
 	int err;
 
@@ -262,8 +283,6 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-static int ll_interrupted(void *req);
-
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -300,7 +319,8 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = ll_fs(req);
+	struct fs_op_stop stop;
+	struct fs *fs = ll_fs_stop(req, &stop);
 	int err = fs_op_opendir(fs, ino);
 
 	if (err < 0) {
@@ -353,7 +373,8 @@ static int ll_dirent(void *ctx, const char *name, const struct fs_entry *fe, uin
 
 static void ll_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
-	struct fs *fs = ll_fs(req);
+	struct fs_op_stop stop;
+	struct fs *fs = ll_fs_stop(req, &stop);
 	struct ll_dirbuf d = {req, malloc(size), size, 0, plus};
 	int err = d.buf ? fs_op_readdir(fs, ino, (uint64_t)off, ll_dirent, &d) : -ENOMEM;
 

@@ -20,6 +20,14 @@ GROUP:
             source is empty / holds no shards (naming the source, the count of other files
             and what a shard is); a source with a shard says neither. Before the mend such a
             mount was silent: the log's "has no objects" went to a file the user never saw.
+  indexwait a shard's index being built over nginx through a proxy that holds its GETs (no
+            sidecars): 'shardfs plan' of one of its members builds it and waits; a request of
+            the shard's directory, the seeded one of 'ls' of it, 'stat' or 'cat' of a member,
+            waits for that build in the daemon; SIGKILL of the second: it is gone while the GET is still held (the
+            daemon answers its interrupted request within CACHETIER_STOP_TICK_MS),
+            index_waits_interrupted is 1; then the plan is taken, the listing is exact and
+            index_errors and op_errors are 0. Before the mend the killed waiter hung in the kernel
+            until the build ended (it waited on the shard's lock, deaf to its stop).
 
 Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -29,10 +37,14 @@ sys.dont_write_bytecode = True
 
 import os  # noqa: E402
 import re  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
+from shardfs_test import web  # noqa: E402
+from shardfs_test.planread import hold, tar_gets  # noqa: E402
 
 SHARDS_ARE = '(shards are .tar, .tar.gz, .tgz and .tar.zst files)'
 
@@ -163,7 +175,77 @@ def group_empty(env, ck):
                                                   (['s', 's.tar'] if kind == 'shard' else [])))
 
 
-GROUPS = {'wording': (group_wording, 180), 'empty': (group_empty, 120)}
+def wchan(pid):
+    try:
+        with open('/proc/%d/wchan' % pid) as f:
+            return f.read()
+    except OSError:
+        return ''
+
+
+def group_indexwait(env, ck):
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    names = {}
+    for s in range(2):
+        members = [('k%02d.bin' % i, bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 9000))))
+                   for i in range(rng.randint(20, 30))]
+        ml.write_file(os.path.join(src, 'shard-%06d.tar' % s), ml.tar_bytes(members))
+        names['shard-%06d' % s] = sorted(n for n, _ in members)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    b = None
+    try:
+        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--warm', 'off', '--prefetch-shards', '0']) as m:
+            ck.eq('root listing', sorted(os.listdir(m.mnt)),
+                  sorted(list(names) + [n + '.tar' for n in names]))
+            st0 = m.stats()
+            hold(px)
+            d = os.path.join(m.mnt, 'shard-000000')
+            # the builder: a plan naming a member of the shard resolves it on the control
+            # file, not in the shard's directory (whose LOOKUPs and READDIRs the kernel
+            # serialises: a second 'ls' of it waits in the kernel, never in the daemon)
+            pf = env.path('plan')
+            ml.write_file(pf, b'shard-000000/k00.bin\n')
+            a = subprocess.Popen([env.shardfs, 'plan', m.mnt, pf, '--name', 't'],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the build\'s GET held')
+            how = rng.choice(['ls', 'stat', 'cat'])
+            cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
+                   'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
+            log('the waiter: %s' % ' '.join(cmd))
+            b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ml.poll(lambda: wchan(b.pid) == 'request_wait_answer',
+                    what='the waiter in request_wait_answer (now %r)' % wchan(b.pid))
+            b.send_signal(signal.SIGKILL)
+            try:
+                rc = b.wait(30)  # a guard against a hang only: expected within 100 ms
+            except subprocess.TimeoutExpired:
+                rc = 'still there after 30 s, in %s' % wchan(b.pid)
+            ck.eq('%s: the killed waiter is gone while the build\'s GET is held' % how, rc,
+                  -signal.SIGKILL)
+            ck.ok(any(r['held'] for r in tar_gets(px)), 'the build\'s GET still held')
+            ck.eq('index_waits_interrupted', m.stats().get('index_waits_interrupted', 0) -
+                  st0.get('index_waits_interrupted', 0), 1)
+            px.release()
+            out, err = a.communicate(timeout=120)
+            log('the builder: %r %r' % (out, err))
+            ck.eq('the builder\'s exit (shardfs plan)', a.returncode, 0)
+            st = m.stats()
+            ck.eq('index_errors, op_errors', (st['index_errors'], st['op_errors']), (0, 0))
+            ck.eq('after: a listing exact', sorted(os.listdir(d)), names['shard-000000'])
+    finally:
+        if b and b.poll() is None:
+            px.release()
+            b.wait(120)
+        px.close()
+        ng.stop()
+
+
+GROUPS = {'wording': (group_wording, 180), 'empty': (group_empty, 120),
+          'indexwait': (group_indexwait, 180)}
 
 
 if __name__ == '__main__':

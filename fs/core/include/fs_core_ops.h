@@ -109,9 +109,12 @@ struct fs_op_stop {
  * store with -EINTR once stop->asked says its sender gave up: a read's wait
  * for its units' fill or for a staged span, looked at every
  * CACHETIER_STOP_TICK_MS (100 ms); the fill goes on for other readers and
- * what the read pinned is released. An index build the read needs is not
- * given up (other requests wait for it). stop must live until the
- * request's end (the next fs_op_begin on the thread clears it). */
+ * what the read pinned is released. An index build the request makes is
+ * not given up (other requests wait for it), but a request that finds
+ * another one building the index it needs (a lookup, getattr, open,
+ * listing or read) gives up its wait for that build the same way (counted
+ * in index_waits_interrupted). stop must live until the request's end
+ * (the next fs_op_begin on the thread clears it). */
 void fs_op_stop_on(const struct fs_op_stop *stop);
 /* An ioctl cmd from user uid (group gid), process pid, with the argument
  * in_buf[0..in_len): the control command (FS_CTL_IOC) gives
