@@ -513,96 +513,111 @@ static int head_cut(struct lconn *c)
 	       c->x->status > 0;
 }
 
+/* Where c's next receive goes and how much it asks for (*want): the head
+ * buffer, or the sink's memory when it offers some (*inplace). */
+static char *recv_dst(struct lconn *c, size_t *want, int *inplace)
+{
+	struct xfer *x = c->x;
+	void *m;
+	size_t w;
+
+	*inplace = 0;
+	if (c->state == LC_HEAD) { /* the head and the body's first bytes: one
+				    * request is out, so nothing of another answer */
+		*want = sizeof(c->buf) - c->have;
+		if (x->r->on_mem && c->have < LEAN_HEAD_RECV)
+			*want = LEAN_HEAD_RECV - c->have;
+		return c->buf + c->have;
+	}
+	*want = c->body_left < sizeof(c->buf) ? (size_t)c->body_left : sizeof(c->buf);
+	/* into the sink's memory when it offers some: the bytes it
+	 * takes whole (a 2xx body, nothing to skip), at most the
+	 * buffer's size when the sink may pause (a paused piece is
+	 * held there), else all of the body's rest in one receive */
+	if (!x->r->on_mem || !x->accept_body || x->skip)
+		return c->buf;
+	w = *want;
+	if (!x->r->pausable)
+		w = c->body_left < (uint64_t)SSIZE_MAX ? (size_t)c->body_left : (size_t)SSIZE_MAX;
+	if (x->status == 200 && w > x->limit)
+		w = (size_t)x->limit;
+	if (w && (m = x->r->on_mem(x->r->arg, &w)) != NULL) {
+		*want = w;
+		*inplace = 1;
+		return m;
+	}
+	return c->buf;
+}
+
+/* c's receive ended the connection (e: its errno, 0 at a close): a kept
+ * connection closed before a byte of its answer is asked again on a fresh
+ * one; otherwise c fails as curl would fail it. */
+static void recv_closed(struct lconn *c, int e)
+{
+	if (c->state == LC_HEAD && c->have == 0 && c->served) {
+		resend_fresh(c);
+		return;
+	}
+	if (c->state == LC_BODY) {
+		fail(c, CURLE_PARTIAL_FILE, "transfer closed with bytes remaining", 0);
+		return;
+	}
+	if (!e && !head_cut(c)) {
+		fail(c, CURLE_GOT_NOTHING, "Empty reply from server", 0);
+		return;
+	}
+	if (!e) { /* after the status line: as curl ends it */
+		fail(c, CURLE_PARTIAL_FILE, "the connection closed inside the answer's headers", 0);
+		return;
+	}
+	fail(c, CURLE_RECV_ERROR, "Recv failure", e ? e : ECONNRESET);
+}
+
+/* n more bytes of c's head are in: -1 when c is done with this round (the
+ * answer went to curl, or head_done says so), 1 when the head was whole
+ * (receive again), 0 when it is not yet. */
+static int recv_head(struct lconn *c, size_t n)
+{
+	struct backend_h1_head h;
+	ssize_t hl;
+
+	c->have += n;
+	hl = backend__h1_head(c->buf, c->have, &h);
+	if (hl < 0) {
+		c->state = LC_DONE;
+		unsup(c->x->io);
+		backend__io_xfer_to_curl(c->x);
+		return -1;
+	}
+	if (hl > 0 && head_done(c, &h))
+		return -1;
+	return hl > 0;
+}
+
 static void recv_some(struct lconn *c)
 {
 	for (int round = 0; round < 8; round++) {
-		struct backend_h1_head h;
 		size_t want;
 		ssize_t n;
-		char *dst;
-		int inplace = 0;
+		int inplace, r;
+		char *dst = recv_dst(c, &want, &inplace);
 
-		if (c->state == LC_HEAD) { /* the head and the body's first bytes: one
-					    * request is out, so nothing of another answer */
-			dst = c->buf + c->have;
-			want = sizeof(c->buf) - c->have;
-			if (c->x->r->on_mem && c->have < LEAN_HEAD_RECV)
-				want = LEAN_HEAD_RECV - c->have;
-		} else {
-			struct xfer *x = c->x;
-			void *m;
-
-			dst = c->buf;
-			want =
-			    c->body_left < sizeof(c->buf) ? (size_t)c->body_left : sizeof(c->buf);
-			/* into the sink's memory when it offers some: the bytes it
-			 * takes whole (a 2xx body, nothing to skip), at most the
-			 * buffer's size when the sink may pause (a paused piece is
-			 * held there), else all of the body's rest in one receive */
-			if (x->r->on_mem && x->accept_body && !x->skip) {
-				size_t w = want;
-
-				if (!x->r->pausable)
-					w = c->body_left < (uint64_t)SSIZE_MAX
-						? (size_t)c->body_left
-						: (size_t)SSIZE_MAX;
-				if (x->status == 200 && w > x->limit)
-					w = (size_t)x->limit;
-
-				if (w && (m = x->r->on_mem(x->r->arg, &w)) != NULL) {
-					dst = m;
-					want = w;
-					inplace = 1;
-				}
-			}
-		}
 		n = recv(c->fd, dst, want, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		if (n <= 0) {
-			int e = n < 0 ? errno : 0;
-
-			if (c->state == LC_HEAD && c->have == 0 && c->served) {
-				resend_fresh(c);
-				return;
-			}
-			if (c->state == LC_BODY) {
-				fail(c, CURLE_PARTIAL_FILE, "transfer closed with bytes remaining",
-				     0);
-				return;
-			}
-			if (!e && !head_cut(c)) {
-				fail(c, CURLE_GOT_NOTHING, "Empty reply from server", 0);
-				return;
-			}
-			if (!e) { /* after the status line: as curl ends it */
-				fail(c, CURLE_PARTIAL_FILE,
-				     "the connection closed inside the answer's headers", 0);
-				return;
-			}
-			fail(c, CURLE_RECV_ERROR, "Recv failure", e ? e : ECONNRESET);
+			recv_closed(c, n < 0 ? errno : 0);
 			return;
 		}
 		if (c->state == LC_BODY) {
 			if (deliver(c, dst, (size_t)n, inplace))
 				return;
-		} else {
-			ssize_t hl;
-
-			c->have += (size_t)n;
-			hl = backend__h1_head(c->buf, c->have, &h);
-			if (hl < 0) {
-				c->state = LC_DONE;
-				unsup(c->x->io);
-				backend__io_xfer_to_curl(c->x);
+		} else if ((r = recv_head(c, (size_t)n)) != 0) {
+			if (r < 0)
 				return;
-			}
-			if (hl > 0 && head_done(c, &h))
-				return;
-			if (hl > 0)
-				continue;
+			continue;
 		}
 		if ((size_t)n < want)
 			return; /* drained for now: epoll says when more comes */
