@@ -210,26 +210,18 @@ os.preadv(fd, [buf], 0)
 '''
 
 
-def wchan(pid):
-    try:
-        with open('/proc/%d/wchan' % pid) as f:
-            return f.read()
-    except OSError:
-        return ''
-
-
 def group_killed(env, ck):
     with held_read(env, ck, [sys.executable, '-c', DIRECT_READER]) as h:
         src, members, px, m, st0, x, path, rd = h
         # the reader waits in the kernel for the daemon's answer to its READ
-        ml.poll(lambda: wchan(rd.pid) == 'request_wait_answer',
-                what='the reader in request_wait_answer (now %r)' % wchan(rd.pid))
+        ml.poll(lambda: ml.wchan(rd.pid) == 'request_wait_answer',
+                what='the reader in request_wait_answer (now %r)' % ml.wchan(rd.pid))
         ck.ok(m.stats()['reads_inflight'] >= 1, 'the reader\'s read in flight')
         rd.send_signal(signal.SIGKILL)
         try:
             rc = rd.wait(30)  # a guard against a hang only: expected at once
         except subprocess.TimeoutExpired:
-            rc = 'still there after 30 s, in %s' % wchan(rd.pid)
+            rc = 'still there after 30 s, in %s' % ml.wchan(rd.pid)
         ck.eq('the killed reader is gone while the server holds the answer', rc,
               -signal.SIGKILL)
         gets = tar_gets(px)

@@ -175,14 +175,6 @@ def group_empty(env, ck):
                                                   (['s', 's.tar'] if kind == 'shard' else [])))
 
 
-def wchan(pid):
-    try:
-        with open('/proc/%d/wchan' % pid) as f:
-            return f.read()
-    except OSError:
-        return ''
-
-
 def group_indexwait(env, ck):
     rng = env.rng
     src = env.path('src')
@@ -217,13 +209,13 @@ def group_indexwait(env, ck):
                    'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
             log('the waiter: %s' % ' '.join(cmd))
             b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            ml.poll(lambda: wchan(b.pid) == 'request_wait_answer',
-                    what='the waiter in request_wait_answer (now %r)' % wchan(b.pid))
+            ml.poll(lambda: ml.wchan(b.pid) == 'request_wait_answer',
+                    what='the waiter in request_wait_answer (now %r)' % ml.wchan(b.pid))
             b.send_signal(signal.SIGKILL)
             try:
                 rc = b.wait(30)  # a guard against a hang only: expected within 100 ms
             except subprocess.TimeoutExpired:
-                rc = 'still there after 30 s, in %s' % wchan(b.pid)
+                rc = 'still there after 30 s, in %s' % ml.wchan(b.pid)
             ck.eq('%s: the killed waiter is gone while the build\'s GET is held' % how, rc,
                   -signal.SIGKILL)
             ck.ok(any(r['held'] for r in tar_gets(px)), 'the build\'s GET still held')

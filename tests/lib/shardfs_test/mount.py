@@ -132,6 +132,16 @@ def poll(fn, timeout=POLL_TIMEOUT, step=0.05, what=None):
         time.sleep(step)
 
 
+def wchan(pid):
+    """Where process pid waits in the kernel (/proc/PID/wchan: 'request_wait_answer' for a
+    reader waiting for the daemon's answer to a FUSE request), '' once it is gone."""
+    try:
+        with open('/proc/%d/wchan' % pid) as f:
+            return f.read()
+    except OSError:
+        return ''
+
+
 def write_file(path, data):
     with open(path, 'wb') as f:
         f.write(data)
