@@ -777,7 +777,7 @@ static int ll_ready(struct fuse_session *se, int ready_fd)
 	return 0;
 }
 
-int fs_ll_run(struct fs *fs, int ready_fd)
+int fs_ll_run(struct fs *fs, int ready_fd, int lock_fd)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lc = NULL;
@@ -812,6 +812,12 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	err = -EIO;
 	if (fuse_session_mount(se, ma.mountpoint) != 0)
 		goto out_stop;
+	/* mounted: a mount of this mount point now finds it mounted; the lock
+	 * held longer would refuse one as "under way" after this mount is
+	 * gone (a lazy unmount) while this daemon ends */
+	if (lock_fd >= 0)
+		close(lock_fd);
+	lock_fd = -1;
 	set_readahead(ma.mountpoint, ma.kernel_ra_bytes);
 	fs_counts(fs, &nobjs, &nshards, &ndirs);
 	fs_log(FS_LOG_INFO, "mounted %s at %s: %u %s, %u %s, %u %s", fs_describe(fs), ma.mountpoint,
@@ -845,6 +851,8 @@ out_stop:
 out_destroy:
 	fuse_session_destroy(se);
 out:
+	if (lock_fd >= 0)
+		close(lock_fd);
 	fuse_opt_free_args(&args);
 	return err;
 }

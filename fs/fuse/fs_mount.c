@@ -442,7 +442,9 @@ int fs_fuse_mount_main(int argc, char **argv)
 	err = fs_open(cfg, FS_OPEN_MOUNT, &fs);
 	if (err < 0)
 		goto out;
-	err = fs_ll_run(fs, pfd[1]);
+	/* -f: the lock is fs_ll_run's, released once mounted (in the
+	 * background the parent holds it until the mount is ready) */
+	err = fs_ll_run(fs, pfd[1], a.foreground ? lockfd : -1);
 	/* -EPIPE, -EINTR: nobody waits any more (fs_ll_run) */
 	if (err < 0 && pfd[1] >= 0 && err != -EPIPE && err != -EINTR)
 		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", a.mountpoint);

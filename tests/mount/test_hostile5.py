@@ -26,7 +26,12 @@ GROUP:
             waits for that build in the daemon; SIGKILL of the second: it is gone while the GET is still held (the
             daemon answers its interrupted request within CACHETIER_STOP_TICK_MS),
             index_waits_interrupted is 1; then the plan is taken, the listing is exact and
-            index_errors and op_errors are 0. Before the mend the killed waiter hung in the kernel
+            index_errors and op_errors are 0.
+  fglock    'shardfs mount -f' (foreground): once its mount answers, the mount point's
+            directory underneath is no longer locked (the test opened it before the mount and
+            takes flock LOCK_EX|LOCK_NB on it), so a 'shardfs mount' after a lazy unmount of it
+            is not refused as "under way" while the daemon ends; 'shardfs umount' then ends
+            the daemon with 0. Before the mend the daemon held the lock for its whole life. Before the mend the killed waiter hung in the kernel
             until the build ended (it waited on the shard's lock, deaf to its stop).
 
 Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
@@ -37,6 +42,7 @@ sys.dont_write_bytecode = True
 
 import os  # noqa: E402
 import re  # noqa: E402
+import fcntl  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 
@@ -236,8 +242,47 @@ def group_indexwait(env, ck):
         ng.stop()
 
 
+def group_fglock(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    ml.write_file(os.path.join(src, 's.tar'), ml.tar_bytes([('x.txt', b'x\n')]))
+    mp = env.path('mnt-fg')
+    os.makedirs(mp)
+    under = os.open(mp, os.O_RDONLY | os.O_DIRECTORY)  # the directory the mount covers
+    cmd = [env.shardfs, 'mount', '-f', '--cache-dir', env.path('cache'), src, mp]
+    fg_err = open(env.path('fg-stderr.log'), 'wb')
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fg_err, stderr=fg_err,
+                         env=env.env)
+    fg_err.close()
+    fg = ml.Mount(env, src, mountpoint=mp)
+    fg.pids.add(p.pid)
+    env.mounts.append(fg)
+    try:
+        ml.poll(lambda: ml.is_mounted(mp) or p.poll() is not None, ml.MOUNT_TIMEOUT)
+        ck.ok(ml.is_mounted(mp), 'mount -f: mounted (rc %r)' % p.poll())
+        with open(os.path.join(mp, 's', 'x.txt'), 'rb') as f:
+            ck.eq('mount -f: s/x.txt', f.read(), b'x\n')
+        try:
+            fcntl.flock(under, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            got = 'free'
+            fcntl.flock(under, fcntl.LOCK_UN)
+        except OSError as e:
+            got = 'held (%s)' % e.strerror
+        ck.eq('mount -f, mounted: the mount point\'s lock', got, 'free')
+        r = env.run([env.shardfs, 'umount', mp], timeout=ml.UMOUNT_TIMEOUT)
+        ck.eq('umount: exit', r.returncode, 0)
+        ck.eq('mount -f: exit after umount', p.wait(timeout=ml.UMOUNT_TIMEOUT), 0)
+    finally:
+        os.close(under)
+        if p.poll() is None:
+            fg.umount(quiet=True)
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
 GROUPS = {'wording': (group_wording, 180), 'empty': (group_empty, 120),
-          'indexwait': (group_indexwait, 180)}
+          'indexwait': (group_indexwait, 180), 'fglock': (group_fglock, 120)}
 
 
 if __name__ == '__main__':
