@@ -492,7 +492,7 @@ def group_sidecar_url(env, ck):
             os.unlink(sidecar)
         rc, out, err = index(label, url)
         ck.eq('%s: exit' % label, rc, 0)
-        ck.ok(out.endswith('; wrote 1 sidecar indexes\n'), '%s: summary %r' % (label, out))
+        ck.ok(out.endswith('; wrote 1 sidecar index\n'), '%s: summary %r' % (label, out))
         ck.ok(os.path.isfile(sidecar), '%s: no sidecar beside the shard' % label)
         ck.eq('%s: files written under the working directory' % label, sorted(os.listdir(cwd)), [])
         with ml.Mount(env, url, cache_dir=env.path('cache-' + label)) as m:

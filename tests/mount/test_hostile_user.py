@@ -294,7 +294,7 @@ def group_name_conflict(env, ck):
                   'shardfs_hidden_names 2 in metrics')
     with open(log_file, errors='replace') as f:
         text = f.read()
-    for name in ("'x' in directory ''", "'y' in directory 'd'"):
+    for name in ("'x' in the mount's root", "'y' in directory 'd'"):
         ck.ok('name conflict: %s is hidden' % name in text, 'the log names %s' % name)
 
 
@@ -403,7 +403,7 @@ def group_stats_cli(env, ck):
               'shardfs stats: source %r' % have.get('source'))
         r = env.run([env.shardfs, 'refresh', m.mnt])
         ck.eq('shardfs refresh: exit (%r)' % r.stderr, r.returncode, 0)
-        ck.ok(b'0 new, 0 removed, 0 changed; 1 objects, 1 shards' in r.stdout,
+        ck.ok(b'0 new, 0 removed, 0 changed; 1 object, 1 shard' in r.stdout,
               'shardfs refresh: %r' % r.stdout)
 
 

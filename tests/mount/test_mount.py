@@ -1433,8 +1433,10 @@ def group_cli_truth(env, ck):
         log('prefetch of a cached shard -> rc=%r %r' % (r.returncode, out))
         ck.eq('prefetch of a cached shard: exit status', r.returncode, 0)
         rates = [float(x.replace(',', '')) for x in re.findall(r'([\d,.]+) MB/s', out)]
-        ck.ok(not rates and 'already cached' in out,
-              'prefetch of what is cached: %r (want "already cached", no rate)' % out)
+        # a local source is read in place: nothing is fetched, and the command says so
+        ck.ok(not rates and 'read in place' in out and 'nothing fetched' in out,
+              'prefetch of a local shard: %r (want "read in place", "nothing fetched", no rate)'
+              % out)
 
         # -- the daemon dies: every command says so, and umount cleans up
         pid = m.stats()['pid']
@@ -1497,7 +1499,7 @@ def group_cli_truth(env, ck):
         log('imagefolder without .cls -> rc=%r stderr=%r' % (r.returncode, err))
         ck.ok('5 samples without a class' in err and '.cls' in err,
               'imagefolder without .cls: stderr does not say that 5 samples had no class: %r' % err)
-        ck.ok('1 samples without an image' in err,
+        ck.ok('1 sample without an image' in err,
               'imagefolder without .cls: stderr does not count the sample without an image: %r'
               % err)
         ck.ok('6 of 6 samples left out' in err, 'imagefolder: no total of samples left out: %r'

@@ -83,7 +83,7 @@ def group_removed(env, ck):
         r = subprocess.run([env.shardfs, 'refresh', mnt], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=60)
         ck.eq('refresh (%s)' % r.stderr.decode().strip(), (r.returncode, r.stdout.decode()),
-              (0, 'refreshed %s: 0 new, 1 removed, 0 changed; 2 objects, 1 shards\n' % mnt))
+              (0, 'refreshed %s: 0 new, 1 removed, 0 changed; 2 objects, 1 shard\n' % mnt))
         st, pl = m.stats(), plans(mnt)
         ck.eq('after the refresh: paths, missing (plans file; missing 1 before the mend)',
               (pl['job']['paths'], pl['job']['missing']), (7, 4))
