@@ -106,7 +106,8 @@ static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t le
 	 * anything else would leave a hole in units about to be valid */
 	if (off != r->next || len > r->end - off)
 		return -EIO;
-	err = cachetier__write_push(q->ct, &q->wj, r->f, r->c, r->crc, &r->werr, off, buf, len);
+	err = cachetier__write_push(q->ct, &q->wj, r->f, r->c, r->crc, &r->werr, &r->wrote, off,
+				    buf, len);
 	if (err < 0)
 		return err;
 	r->next += len;
@@ -117,11 +118,25 @@ static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t le
 	return 0;
 }
 
+/* Run r's bytes the fill writer wrote leave the written ones (ct->wr_gone)
+ * just before they leave reserved (landing: a look between the two counts
+ * them twice, never not at all), or once punched (a run not kept). Before,
+ * they counted on the disk and again in reserved until the item's HEAD
+ * returned (cachetier__resv_unwritten). After the writer wrote them (a
+ * barrier waited for: r->wrote is final). */
+static void bt_wr_gone(struct cachetier *ct, struct bt_run *r)
+{
+	if (r->wrote)
+		atomic_fetch_add(&ct->wr_gone, r->wrote);
+	r->wrote = 0;
+}
+
 /* Runs r's units valid (its object confirmed, its bytes written): they
  * move from reserved to the usage in one step, as a fill's do
  * (cachetier__run_commit). ct->lock held. */
 static void bt_commit(struct cachetier *ct, struct bt_req *q, struct bt_run *r)
 {
+	bt_wr_gone(ct, r);
 	cachetier__run_commit(ct, r->f, r->c, r->n, r->crc, 0, NULL);
 	cachetier__run_ended(r->f, r->c, r->n);
 	q->bytes -= r->end - r->start;
@@ -447,6 +462,8 @@ static void *bt_request(void *arg)
 			r->err = r->vres;
 		if (r->err != 0 && r->next > r->start)
 			cachetier__run_discard(r->f, r->start, r->next - r->start);
+		if (r->err != 0)
+			bt_wr_gone(ct, r); /* off the disk (reserved until bt_finish) */
 	}
 	free(w->block);
 	cachetier__lock(ct);

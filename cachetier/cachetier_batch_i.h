@@ -30,6 +30,8 @@ struct bt_run {
 	uint32_t *crc;	     /* CRC32C per unit, as bytes arrive */
 	int err;	     /* the item's outcome (0, -ESTALE, or another errno) */
 	int werr;	     /* the fill writer's first write error */
+	uint64_t wrote;	     /* bytes the fill writer wrote, in ct->wr_bytes and not in
+			      * ct->wr_gone yet (bt_wr_gone: as they land or are punched) */
 	size_t obj;	     /* its object in the request's table (bt_work.obj) */
 	int done;	     /* committed at its group's HEAD, before the answer ended */
 	int vres;	     /* BT_DECIDED: the version rule's answer (0, -ESTALE, -EIO) */

@@ -56,10 +56,11 @@ struct fill_buf {
 	struct ct_file *f;     /* a job's write: into f, */
 	uint32_t c0;	       /* ... CRC32C of unit c0 + k into crc[k], */
 	uint32_t *crc;
-	int *werr;    /* ... its first error */
-	uint64_t off; /* object offset of data[0] */
-	size_t used;  /* bytes in data */
-	int end;      /* the run ended; err: how */
+	int *werr;	 /* ... its first error, */
+	uint64_t *wrote; /* ... its bytes written (also in ct->wr_bytes) */
+	uint64_t off;	 /* object offset of data[0] */
+	size_t used;	 /* bytes in data */
+	int end;	 /* the run ended; err: how */
 	int err;
 	char data[]; /* FILL_BUF_BYTES (none in an end) */
 };

@@ -670,14 +670,17 @@ void cachetier__fill_end_locked(struct ct_slot *slot);
  * other than a fill's (the batch fill's): write_push copies len bytes at
  * object offset off of f and hands them to the writer, which adds them to
  * the CRC32C of their units (crc[k]: unit c0 + k) and writes them to f's
- * data file (the first error into *werr; later writes are then dropped):
- * 0 or -ENOMEM; lock-free, never waits. write_wait (not on the I/O
- * thread): returns once every write j pushed before it is done. */
+ * data file (the first error into *werr; later writes are then dropped),
+ * each write's bytes added to *wrote and to ct->wr_bytes once on the disk
+ * (the caller adds them to ct->wr_gone as they leave reserved: landed or
+ * punched): 0 or -ENOMEM; lock-free, never waits. write_wait (not on the
+ * I/O thread): returns once every write j pushed before it is done. */
 struct ct_wjob {
 	sem_t done;
 };
 int cachetier__write_push(struct cachetier *ct, struct ct_wjob *j, struct ct_file *f, uint32_t c0,
-			  uint32_t *crc, int *werr, uint64_t off, const void *buf, size_t len);
+			  uint32_t *crc, int *werr, uint64_t *wrote, uint64_t off, const void *buf,
+			  size_t len);
 void cachetier__write_wait(struct cachetier *ct, struct ct_wjob *j);
 
 /* cachetier_batch.c: wait until no batch fill request runs (cachetier_close,

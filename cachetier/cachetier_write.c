@@ -544,14 +544,21 @@ static void batch_publish(struct cachetier *ct, struct ct_slot *groups)
 }
 
 int cachetier__write_push(struct cachetier *ct, struct ct_wjob *j, struct ct_file *f, uint32_t c0,
-			  uint32_t *crc, int *werr, uint64_t off, const void *buf, size_t len)
+			  uint32_t *crc, int *werr, uint64_t *wrote, uint64_t off, const void *buf,
+			  size_t len)
 {
 	struct fill_buf *b = malloc(sizeof(*b) + len);
 
 	if (!b)
 		return -ENOMEM;
-	*b = (struct fill_buf){
-	    .job = j, .f = f, .c0 = c0, .crc = crc, .werr = werr, .off = off, .used = len};
+	*b = (struct fill_buf){.job = j,
+			       .f = f,
+			       .c0 = c0,
+			       .crc = crc,
+			       .werr = werr,
+			       .wrote = wrote,
+			       .off = off,
+			       .used = len};
 	memcpy(b->data, buf, len);
 	cachetier__wq_push(ct, b);
 	return 0;
@@ -578,9 +585,11 @@ void cachetier__write_wait(struct cachetier *ct, struct ct_wjob *j)
 	sem_destroy(&j->done);
 }
 
-/* The fill writer: a job's write (its units' CRC32C, then the bytes) or
- * its barrier (every write pushed before it is done). */
-static void job_write(struct fill_buf *b)
+/* The fill writer: a job's write (its units' CRC32C, then the bytes; on
+ * the disk now and still reserved until its job's units land: counted in
+ * ct->wr_bytes and the job's *wrote, as a fill's are) or its barrier
+ * (every write pushed before it is done). */
+static void job_write(struct cachetier *ct, struct fill_buf *b)
 {
 	struct ct_file *f = b->f;
 
@@ -588,6 +597,10 @@ static void job_write(struct fill_buf *b)
 		sem_post(&b->job->done);
 	} else if (*b->werr == 0) {
 		*b->werr = cachetier__run_write(f, b->c0, b->crc, b->off, b->data, b->used);
+		if (*b->werr == 0) {
+			atomic_fetch_add(&ct->wr_bytes, b->used);
+			*b->wrote += b->used;
+		}
 	}
 	free(b);
 }
@@ -623,7 +636,7 @@ void *cachetier__writer_main(void *arg)
 
 			fifo = b->next;
 			if (b->job) {
-				job_write(b);
+				job_write(ct, b);
 				continue;
 			}
 			fl = b->slot->fill;

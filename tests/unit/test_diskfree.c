@@ -25,11 +25,16 @@
  * test_written: below; bytes a fill wrote but did not land yet counted
  * once. Before the mend 2 of its checks failed.
  *
+ * test_batch_written: below; the same for a batch fill's bytes written
+ * while its item's HEAD is out. Before the mend 2 of its checks failed.
+ *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
  * (a failed check, never a sleep that decides a count).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +301,141 @@ static void test_written(uint64_t *s)
 	free(b);
 }
 
+/* The bytes allocated on the disk to the data files under dir (names of
+ * 16 characters: an object's hash, not its state file or map), recursively. */
+static uint64_t data_alloc(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	uint64_t sum = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char p[1200];
+		struct stat st;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		if (lstat(p, &st) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			sum += data_alloc(p);
+		else if (S_ISREG(st.st_mode) && strlen(e->d_name) == 16)
+			sum += (uint64_t)st.st_blocks * 512;
+	}
+	closedir(d);
+	return sum;
+}
+
+struct bw_call {
+	struct cachetier *ct;
+	struct cachetier_batch_piece p;
+	int err;
+};
+
+static void *bw_fill(void *arg)
+{
+	struct bw_call *c = arg;
+	size_t end = 1;
+
+	c->err = cachetier_batch_fill(c->ct, &c->p, 1, &end, 1, 1, 1);
+	return NULL;
+}
+
+/* test_batch_written: --min-free 256 KiB, a batch fill (the fault store's
+ * batch=1) of G's 4 units (256 KiB, one item) whose HEAD is held
+ * (heads=1 while the hold file exists): the fill writer wrote the item
+ * (the data file holds 256 KiB), the units are not valid, the 256 KiB
+ * still reserved. The room (cachetier_room) is then exactly the disk's
+ * free bytes less the reserve (none of G's bytes still to come); and with
+ * the disk set (a filler file) to the reserve + one unit + slack (0 <=
+ * slack < 4 KiB), H's PF_FIT prefetch of one unit fits (a statvfs made
+ * now): fetched, 0 bytes unfit. Before the mend the batch's written bytes
+ * were counted on the disk and again in reserved until the HEAD returned:
+ * a room 256 KiB short, H unfit (2 checks failed). The HEAD goes: G and H
+ * exact, the reserve kept. */
+static void test_batch_written(uint64_t *s)
+{
+	unsigned char *g = src_object(tmpdir, "bg.tar", 4 * UNIT, s),
+		      *h = src_object(tmpdir, "bh.tar", UNIT, s);
+	struct cachetier_config cc;
+	struct cachetier_stats st;
+	struct cachetier_obj *og, *oh;
+	struct backend *be = fault_store(tmpdir, "batch=1&heads=1");
+	char dir[400], hold[300], filler[400];
+	struct cachetier *ct;
+	struct bw_call call;
+	pthread_t th;
+	uint64_t S = 0, S2, room = 0, F, end, wrote = 0;
+	int steady = 0;
+
+	snprintf(dir, sizeof(dir), "%s/c4", disk);
+	snprintf(hold, sizeof(hold), "%s/src.hold", tmpdir);
+	tier_config(&cc, dir, 1ull << 30, 2, CHUNK);
+	cc.readahead_max_bytes = CHUNK;
+	cc.min_free_bytes = RESERVE;
+	ct = tier_open(&cc, be);
+	og = obj_open(ct, be, "bg.tar");
+	oh = obj_open(ct, be, "bh.tar");
+
+	flag_file(hold, 1);
+	call = (struct bw_call){ct, {og, 0, 4 * UNIT}, 0};
+	if (pthread_create(&th, NULL, bw_fill, &call) != 0)
+		FAIL("pthread_create");
+	/* the item written (a poll bounded at 60 s), its HEAD held */
+	for (int i = 0; i < 60000 && wrote != 4 * UNIT; i++) {
+		wrote = data_alloc(dir);
+		if (wrote != 4 * UNIT)
+			usleep(1000);
+	}
+	CHECK(wrote == 4 * UNIT, "batch written: the data file holds %llu bytes, want 262144",
+	      (unsigned long long)wrote);
+	CHECK(!cachetier_obj_range_cached(og, 0, UNIT), "batch written: G not valid (HEAD held)");
+	for (int i = 0; i < 1000 && !steady; i++) {
+		S = free_bytes(disk);
+		room = cachetier_room(ct);
+		S2 = free_bytes(disk);
+		steady = S == S2;
+	}
+	printf("batch written: free %llu, room %llu\n", (unsigned long long)S,
+	       (unsigned long long)room);
+	CHECK(steady && S > RESERVE && room == S - RESERVE,
+	      "batch written: room %llu, want free %llu - the reserve (262144 less before the "
+	      "mend)",
+	      (unsigned long long)room, (unsigned long long)S);
+
+	/* the disk: the reserve, H's unit and slack */
+	F = (S - RESERVE - UNIT) & ~(uint64_t)4095;
+	filler_write(filler, sizeof(filler), "filler4", F);
+	S = free_bytes(disk);
+	CHECK(S >= RESERVE + UNIT && S - (RESERVE + UNIT) < 4096,
+	      "batch written: free %llu, want the reserve + 65536 + slack < 4096",
+	      (unsigned long long)S);
+	CHECK(cachetier_obj_prefetch_range(oh, 0, UNIT, CACHETIER_PF_FIT) == 0, "H's range");
+	CHECK(prefetch_ended(oh), "batch written: H's prefetch ended");
+	stats(ct, &st);
+	CHECK(st.unfit_bytes == 0 && cachetier_obj_range_cached(oh, 0, UNIT),
+	      "batch written: H fetched, unfit %llu (want 0; 65536 before the mend)",
+	      (unsigned long long)st.unfit_bytes);
+
+	unlink(filler);
+	flag_file(hold, 0);
+	pthread_join(th, NULL);
+	CHECK(call.err == 0, "batch written: the batch fill: %d", call.err);
+	fills_idle(ct);
+	end = free_bytes(disk);
+	CHECK(end >= RESERVE, "batch written: free at the end %llu, want the reserve %u or more",
+	      (unsigned long long)end, RESERVE);
+	CHECK(cachetier_obj_range_cached(og, 0, 4 * UNIT) && obj_exact(og, g, 0, 4 * UNIT) &&
+		  obj_exact(oh, h, 0, UNIT),
+	      "batch written: G (from the batch) and H exact");
+	tier_end(ct, be, og, oh, NULL);
+	free(g);
+	free(h);
+}
+
 int main(void)
 {
 	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "df", 20261201u);
@@ -316,6 +456,7 @@ int main(void)
 	test_pending(&s);
 	test_since(&s);
 	test_written(&s);
+	test_batch_written(&s);
 	if (umount2(disk, MNT_DETACH) != 0)
 		CHECK(0, "umount %s: %s", disk, strerror(errno));
 	return test_end("diskfree", tmpdir, seed);
