@@ -160,6 +160,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	disk_mutex_init(&ct->fds.fd_lock, DISK_LOCK_CT_FD);
 	disk_mutex_init(&ct->acct_lock, DISK_LOCK_CT_ACCT);
 	disk_mutex_init(&ct->wr.bpool_lock, DISK_LOCK_CT_BPOOL);
+	cachetier__buf_pool_init(ct);
 	pthread_cond_init(&ct->cond, NULL);
 	pthread_cond_init(&ct->unit_cond, NULL);
 	pthread_cond_init(&ct->room_cond, NULL);

@@ -77,6 +77,7 @@
 
 #include "cachetier.h"
 #include "disk.h"
+#include "disk_arena.h"
 #include "disk_lock.h"
 #include "cachetier_fillbuf.h"
 #include "cachetier_direct.h" /* O_DIRECT fills (cachetier_direct.c) */
@@ -191,9 +192,7 @@ struct ct_writer {
 	_Atomic(struct fill_buf *) wq; /* pushed buffers, newest first */
 	sem_t wsem;		       /* posted by a push onto an empty wq, and at stop */
 	struct disk_mutex bpool_lock;  /* a leaf: the pool of free sink buffers */
-	struct fill_buf *bpool;	       /* ... (cachetier__buf_get), under bpool_lock */
-	unsigned bpool_n;	       /* ... how many */
-	struct ct_bchunk *bchunks;     /* ... the chunks they are carved from, under bpool_lock */
+	struct disk_arena bpool;       /* ... (cachetier__buf_get), under bpool_lock */
 	struct ct_dio dio;	       /* prefetch fills' O_DIRECT writes (cachetier_direct.h) */
 	atomic_int wstop;	       /* the writer leaves once wq is empty */
 	atomic_uint wq_bufs;	       /* fills' buffers of bytes pushed, not yet written: at
@@ -654,7 +653,9 @@ void cachetier__wq_push3(struct cachetier *ct, struct fill_buf *a, struct fill_b
 			 struct fill_buf *c);
 /* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or from a new
  * chunk of them (cachetier_write.c); NULL when out of memory. buf_put gives it back (the writer, or
- * a failed run's sink; NULL is fine); buf_pool_free frees the pool at stop. */
+ * a failed run's sink; NULL is fine); buf_pool_init makes the empty pool
+ * (the arena of disk_arena.h), buf_pool_free frees it at stop. */
+void cachetier__buf_pool_init(struct cachetier *ct);
 struct fill_buf *cachetier__buf_get(struct cachetier *ct);
 void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b);
 void cachetier__buf_pool_free(struct cachetier *ct);

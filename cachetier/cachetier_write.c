@@ -18,8 +18,8 @@
  * whole stack at each wake-up, so a push onto a non-empty stack is taken
  * with the one that posted). The sinks' buffers come from a pool
  * (cachetier__buf_get) the writer gives them back to, carved from chunks
- * of huge pages: no malloc, no fresh (faulted and zeroed) 4 KiB pages per
- * buffer.
+ * of huge pages (disk_arena.h): no malloc, no fresh (faulted and zeroed)
+ * 4 KiB pages per buffer.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -70,13 +70,13 @@ void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
 	cachetier__wq_push2(ct, NULL, b);
 }
 
-/* The sinks' buffers: a stack of free ones (ct->wr.bpool) under ct->wr.bpool_lock
- * (a leaf: nothing is taken under it, held for a pointer swap but at a
- * chunk's release, below), kept up to FILL_POOL_MAX (8 MiB: the bytes of
- * the fills in flight). A lock-free stack would need its whole list taken
- * and walked to pop one safely from several threads (the store's I/O
- * thread, the fill workers of a store that reads in the caller): a cache
- * miss per buffer walked. */
+/* The sinks' buffers: a pool of free ones (ct->wr.bpool, disk_arena.h)
+ * under ct->wr.bpool_lock (a leaf: nothing is taken under it, held for a
+ * pointer swap but at a new chunk's map), kept up to FILL_POOL_MAX (8 MiB:
+ * the bytes of the fills in flight). A lock-free stack would need its
+ * whole list taken and walked to pop one safely from several threads (the
+ * store's I/O thread, the fill workers of a store that reads in the
+ * caller): a cache miss per buffer walked. */
 #define FILL_POOL_MAX 64u
 
 /* A sink buffer's bytes start at a CT_DIO_ALIGN boundary, so a prefetch
@@ -89,165 +89,74 @@ _Static_assert(offsetof(struct fill_buf, data) <= BUF_HEAD &&
 		   offsetof(struct fill_buf, data) % _Alignof(struct fill_buf) == 0,
 	       "a sink buffer's header fits in the block before its bytes");
 
-/* The buffers are carved from chunks of BCHUNK_BYTES, each at an address
- * that is a multiple of its size and madvise'd MADV_HUGEPAGE: a fresh
- * chunk is one page fault of a huge page, not 33 faults of a 4 KiB page a
- * buffer. A fresh mount's first prefetch touched some 115 new buffers,
- * 3,800 faults, at 11-17 us each on the bench machine's VM (a fault there
- * costs a trap to the hypervisor): 0.1 CPU-s per GB of L4
- * (tests/bench/README.md, "L4: the fill buffers' page faults"). Where the
- * kernel has no huge page to give, the chunk faults page by page as
- * malloc'd buffers did. A chunk's first block holds its header; then
+/* The buffers are blocks of the arena's chunks of 2 MiB (disk_arena.h),
+ * each at an address that is a multiple of its size and madvise'd
+ * MADV_HUGEPAGE: a fresh chunk is one page fault of a huge page, not 33
+ * faults of a 4 KiB page a buffer. A fresh mount's first prefetch touched
+ * some 115 new buffers, 3,800 faults, at 11-17 us each on the bench
+ * machine's VM (a fault there costs a trap to the hypervisor): 0.1 CPU-s
+ * per GB of L4 (tests/bench/README.md, "L4: the fill buffers' page
+ * faults"). A chunk's first block holds the arena's header; then
  * BCHUNK_BUFS buffers of BUF_STRIDE. A chunk goes back to the kernel when
  * its last buffer comes back to a pool already holding FILL_POOL_MAX
  * (and all of them at stop). */
-#define BCHUNK_BYTES (2u * 1024u * 1024u)
-#define BCHUNK_BUFS  ((BCHUNK_BYTES - CT_DIO_ALIGN) / BUF_STRIDE)
+#define BCHUNK_BUFS ((DISK_ARENA_CHUNK - CT_DIO_ALIGN) / BUF_STRIDE)
 _Static_assert(BCHUNK_BUFS >= 8, "a chunk holds several sink buffers");
 
-/* Under ASan the bytes no one may touch are poisoned, as malloc's
- * redzones and freed blocks are: a pooled buffer's data, and each
- * buffer's block before its header (past the previous buffer's end). */
+/* Under ASan the arena poisons a pooled buffer; each buffer's block before
+ * its header (past the previous buffer's end) is poisoned here while it
+ * is out, as malloc's redzones are. */
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
-#define BUF_POISON(p, n)   ASAN_POISON_MEMORY_REGION(p, n)
-#define BUF_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#define BUF_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #else
-#define BUF_POISON(p, n)   ((void)(p), (void)(n))
-#define BUF_UNPOISON(p, n) ((void)(p), (void)(n))
+#define BUF_POISON(p, n) ((void)(p), (void)(n))
 #endif
+#define BUF_LEAD (BUF_HEAD - offsetof(struct fill_buf, data))
 
-struct ct_bchunk {
-	struct ct_bchunk *next; /* in ct->wr.bchunks */
-	unsigned nfree;		/* of its buffers in the pool (under bpool_lock) */
-};
-
-static struct ct_bchunk *bchunk_of(const struct fill_buf *b)
+void cachetier__buf_pool_init(struct cachetier *ct)
 {
-	return (struct ct_bchunk *)((uintptr_t)b->data & ~(uintptr_t)(BCHUNK_BYTES - 1));
-}
+	int err = disk_arena_init(&ct->wr.bpool, BUF_STRIDE, CT_DIO_ALIGN, FILL_POOL_MAX);
 
-static struct fill_buf *bchunk_buf(struct ct_bchunk *ch, unsigned i)
-{
-	char *data = (char *)ch + CT_DIO_ALIGN + (size_t)i * BUF_STRIDE + BUF_HEAD;
-
-	return (struct fill_buf *)(data - offsetof(struct fill_buf, data));
-}
-
-/* A new chunk's buffers, as a chain through next (the first returned, the
- * rest in *rest), the chunk in ct->wr.bchunks; NULL when out of memory.
- * bpool_lock held (the map and madvise under it: once a chunk, a few
- * times a mount). */
-static struct fill_buf *bchunk_new(struct cachetier *ct, struct fill_buf **rest)
-{
-	size_t span = 2 * (size_t)BCHUNK_BYTES;
-	char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct ct_bchunk *ch;
-	size_t head;
-
-	if (m == MAP_FAILED)
-		return NULL;
-	/* the aligned BCHUNK_BYTES inside the span; the rest unmapped */
-	head = (BCHUNK_BYTES - (uintptr_t)m % BCHUNK_BYTES) % BCHUNK_BYTES;
-	if (head)
-		munmap(m, head);
-	munmap(m + head + BCHUNK_BYTES, span - head - BCHUNK_BYTES);
-	ch = (struct ct_bchunk *)(m + head);
-	(void)madvise(ch, BCHUNK_BYTES, MADV_HUGEPAGE); /* no THP: 4 KiB pages */
-	ch->next = ct->wr.bchunks;
-	ch->nfree = BCHUNK_BUFS - 1;
-	ct->wr.bchunks = ch;
-	*rest = NULL;
-	for (unsigned i = BCHUNK_BUFS; i-- > 0;) {
-		struct fill_buf *b = bchunk_buf(ch, i);
-
-		BUF_POISON(b->data - BUF_HEAD, BUF_HEAD - offsetof(struct fill_buf, data));
-		if (i == 0)
-			break;
-		BUF_POISON(b->data, FILL_BUF_BYTES);
-		b->next = *rest;
-		*rest = b;
-	}
-	return bchunk_buf(ch, 0);
+	assert(err == 0 && ct->wr.bpool.per == BCHUNK_BUFS);
+	(void)err;
 }
 
 struct fill_buf *cachetier__buf_get(struct cachetier *ct)
 {
-	struct fill_buf *b, *rest = NULL;
+	char *blk;
 
 	disk_mutex_lock(&ct->wr.bpool_lock);
-	b = ct->wr.bpool;
-	if (b) {
-		ct->wr.bpool = b->next;
-		ct->wr.bpool_n--;
-		bchunk_of(b)->nfree--;
-		BUF_UNPOISON(b->data, FILL_BUF_BYTES);
-	} else if ((b = bchunk_new(ct, &rest)) != NULL) {
-		ct->wr.bpool = rest;
-		ct->wr.bpool_n += BCHUNK_BUFS - 1;
+	blk = disk_arena_take(&ct->wr.bpool);
+	if (!blk) {
+		void *ch = disk_arena_chunk_map();
+
+		blk = ch ? disk_arena_add(&ct->wr.bpool, ch) : NULL;
 	}
 	disk_mutex_unlock(&ct->wr.bpool_lock);
-	return b;
-}
-
-/* ch's buffers off the pool's stack and ch off the chunk list; bpool_lock
- * held, every buffer of ch in the pool. */
-static void bchunk_unlink(struct cachetier *ct, struct ct_bchunk *ch)
-{
-	struct fill_buf **pp = &ct->wr.bpool;
-	struct ct_bchunk **cp = &ct->wr.bchunks;
-
-	while (*pp) {
-		if (bchunk_of(*pp) == ch)
-			*pp = (*pp)->next;
-		else
-			pp = &(*pp)->next;
-	}
-	ct->wr.bpool_n -= BCHUNK_BUFS;
-	while (*cp != ch)
-		cp = &(*cp)->next;
-	*cp = ch->next;
+	if (!blk)
+		return NULL;
+	BUF_POISON(blk, BUF_LEAD);
+	return (struct fill_buf *)(blk + BUF_LEAD);
 }
 
 void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
 {
-	struct ct_bchunk *ch, *gone = NULL;
+	void *gone;
 
 	if (!b)
 		return;
-	ch = bchunk_of(b);
-	BUF_POISON(b->data, FILL_BUF_BYTES);
 	disk_mutex_lock(&ct->wr.bpool_lock);
-	b->next = ct->wr.bpool;
-	ct->wr.bpool = b;
-	ct->wr.bpool_n++;
-	/* a chunk whole again while the pool holds more than its most: back
-	 * to the kernel (a walk of the pool's stack, once a chunk) */
-	if (++ch->nfree == BCHUNK_BUFS && ct->wr.bpool_n >= FILL_POOL_MAX + BCHUNK_BUFS) {
-		bchunk_unlink(ct, ch);
-		gone = ch;
-	}
+	gone = disk_arena_give(&ct->wr.bpool, b->data - BUF_HEAD);
 	disk_mutex_unlock(&ct->wr.bpool_lock);
-	if (gone) {
-		BUF_UNPOISON(gone, BCHUNK_BYTES);
-		munmap(gone, BCHUNK_BYTES);
-	}
+	disk_arena_chunk_unmap(gone);
 }
 
 void cachetier__buf_pool_free(struct cachetier *ct)
 {
+	/* at stop every buffer is back: no fill, no writer */
 	disk_mutex_lock(&ct->wr.bpool_lock);
-	while (ct->wr.bchunks) {
-		struct ct_bchunk *ch = ct->wr.bchunks;
-
-		/* at stop every buffer is back: no fill, no writer */
-		assert(ch->nfree == BCHUNK_BUFS);
-		ct->wr.bchunks = ch->next;
-		BUF_UNPOISON(ch, BCHUNK_BYTES);
-		munmap(ch, BCHUNK_BYTES);
-	}
-	ct->wr.bpool = NULL;
-	ct->wr.bpool_n = 0;
+	disk_arena_fini(&ct->wr.bpool);
 	disk_mutex_unlock(&ct->wr.bpool_lock);
 }
 

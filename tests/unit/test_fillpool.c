@@ -1,6 +1,7 @@
 /*
  * test_fillpool.c — the fill sinks' buffer pool (cachetier_write.c,
- * cachetier__buf_get / _buf_put): buffers carved from chunks of 2 MiB at
+ * cachetier__buf_get / _buf_put, on disk/disk_arena.c since the arena
+ * moved there): buffers carved from chunks of 2 MiB at
  * an address that is a multiple of 2 MiB, madvise'd MADV_HUGEPAGE, so a
  * fresh mount's buffers fault huge pages, not 33 pages of 4 KiB each
  * (tests/bench/README.md, "L4: the fill buffers' page faults").
@@ -107,6 +108,7 @@ int main(void)
 	if (!ct)
 		return 1;
 	disk_mutex_init(&ct->wr.bpool_lock, DISK_LOCK_CT_BPOOL);
+	cachetier__buf_pool_init(ct);
 	f0 = minflt();
 	for (int i = 0; i < NBUF; i++) {
 		b[i] = cachetier__buf_get(ct);
@@ -134,9 +136,9 @@ int main(void)
 
 	for (int i = 0; i < NBUF; i++)
 		cachetier__buf_put(ct, b[i]);
-	CHECK(ct->wr.bpool_n == NBUF - 15,
+	CHECK(ct->wr.bpool.nfree == NBUF - 15,
 	      "%u buffers kept after %d given back, not %d (the last chunk released)",
-	      ct->wr.bpool_n, NBUF, NBUF - 15);
+	      ct->wr.bpool.nfree, NBUF, NBUF - 15);
 
 	nkept = chunks(b, NBUF - 15, kept, NBUF);
 	for (int i = 0; i < NBUF - 15; i++) {
@@ -149,18 +151,18 @@ int main(void)
 			j++;
 		outside += j == nkept;
 	}
-	CHECK(outside == 0 && ct->wr.bpool_n == 0,
+	CHECK(outside == 0 && ct->wr.bpool.nfree == 0,
 	      "%d of %d buffers taken again outside the %d chunks kept, %u left in the pool",
-	      outside, NBUF - 15, nkept, ct->wr.bpool_n);
+	      outside, NBUF - 15, nkept, ct->wr.bpool.nfree);
 	b[NBUF - 15] = cachetier__buf_get(ct);
-	CHECK(b[NBUF - 15] && ct->wr.bpool_n == 14,
+	CHECK(b[NBUF - 15] && ct->wr.bpool.nfree == 14,
 	      "one more buffer from an empty pool left %u in it, not 14 (a new chunk)",
-	      ct->wr.bpool_n);
+	      ct->wr.bpool.nfree);
 	for (int i = 0; i <= NBUF - 15; i++)
 		cachetier__buf_put(ct, b[i]);
 	cachetier__buf_pool_free(ct);
-	CHECK(ct->wr.bpool_n == 0 && ct->wr.bpool == NULL, "%u buffers in the freed pool",
-	      ct->wr.bpool_n);
+	CHECK(ct->wr.bpool.nfree == 0 && ct->wr.bpool.free == NULL, "%u buffers in the freed pool",
+	      ct->wr.bpool.nfree);
 	disk_mutex_destroy(&ct->wr.bpool_lock);
 	free(ct);
 	return check_summary("fillpool");

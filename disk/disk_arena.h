@@ -1,0 +1,55 @@
+/*
+ * disk_arena.h — the one allocator of large buffers: equal blocks carved
+ * from chunks of DISK_ARENA_CHUNK (2 MiB) at addresses that are multiples
+ * of it, madvise'd MADV_HUGEPAGE, so a fresh chunk is one page fault of a
+ * huge page, not one fault per 4 KiB page of every buffer (where the kernel
+ * has no huge page to give, the chunk faults page by page, as malloc'd
+ * memory does). Free blocks stay in a pool; a chunk whose every block is
+ * back while the pool holds more than keep blocks goes back to the kernel.
+ * Under ASan a pooled block's bytes are poisoned (but its first pointer,
+ * the pool's link).
+ *
+ * Users: the fill sinks' buffers (cachetier_write.c). The arena has no
+ * lock of its own: its owner's lock serializes every call but
+ * disk_arena_chunk_map and disk_arena_chunk_unmap, which are the only
+ * system calls, so an owner may run them with its lock released.
+ */
+#ifndef SHARDFS_DISK_ARENA_H
+#define SHARDFS_DISK_ARENA_H
+
+#include <stddef.h>
+
+#define DISK_ARENA_CHUNK (2u * 1024u * 1024u)
+
+struct disk_arena_chunk;
+
+struct disk_arena {
+	size_t block;	 /* a block's bytes (a multiple of the alignment) */
+	size_t first;	 /* a chunk's first block's offset (its header before it) */
+	unsigned per;	 /* blocks a chunk */
+	unsigned keep;	 /* free blocks kept before a whole chunk goes back */
+	void *free;	 /* the pool: free blocks, linked through their first bytes */
+	unsigned nfree;	 /* ... how many */
+	unsigned chunks; /* chunks mapped */
+	struct disk_arena_chunk *list;
+};
+
+/* An empty arena of blocks of block bytes, each at a multiple of align (a
+ * power of two, at least a pointer's); keep: the pool's most before a
+ * whole chunk goes back. -EINVAL: not one block fits a chunk. */
+int disk_arena_init(struct disk_arena *a, size_t block, size_t align, unsigned keep);
+/* A free block of the pool, NULL when it is empty; no system call. */
+void *disk_arena_take(struct disk_arena *a);
+/* A fresh chunk (mapped, aligned, MADV_HUGEPAGE), for disk_arena_add; NULL:
+ * out of memory. Needs no lock. */
+void *disk_arena_chunk_map(void);
+/* chunk's blocks into a's pool, the first taken and returned. */
+void *disk_arena_add(struct disk_arena *a, void *chunk);
+/* blk back into the pool; returns a chunk out of the arena, to
+ * disk_arena_chunk_unmap (the lock may be released first), or NULL. */
+void *disk_arena_give(struct disk_arena *a, void *blk);
+void disk_arena_chunk_unmap(void *chunk);
+/* Every chunk unmapped; every block must be back. */
+void disk_arena_fini(struct disk_arena *a);
+
+#endif
