@@ -17,7 +17,9 @@
  * while its connect or request is under way. Its buffer (IO_BUFFER_BYTES)
  * holds the head (with the body bytes that came in its receive: at most
  * LEAN_HEAD_RECV bytes in all when the sink offers memory) and each
- * piece of body, unless the sink offers memory of its own
+ * piece of body (at most LEAN_NOMEM_RECV when a sink that offers memory
+ * and may pause offers none: a full fill, whose piece is held; so a fill's
+ * connection touches one page of its buffer), unless the sink offers memory of its own
  * (backend_req.on_mem: a fill's buffer, the stage's span) for a body it
  * takes whole (a 2xx, nothing to skip): then the body is received there,
  * at most IO_BUFFER_BYTES a receive for a sink that may pause, else as
@@ -94,6 +96,15 @@
  * the buffer): the body bytes that come with the head are copied, the rest
  * is received in the sink's memory */
 #define LEAN_HEAD_RECV 2048
+/* A receive of body for a sink that offers memory and may pause, when it
+ * offers none (a fill whose writer is full: the piece is about to be
+ * refused and held) asks for at most this much: the held piece is one page
+ * of the connection's buffer, the page the head was received into, so a
+ * connection faults in 1 page of its buffer, not 16 (a fresh mount's
+ * prefetch opens some 40 connections, each page fault a trap to the
+ * hypervisor on a VM: tests/bench/README.md, L4), and the bytes copied
+ * once the sink takes them again are a page, not 64 KiB */
+#define LEAN_NOMEM_RECV 4096
 
 enum lc_state { LC_IDLE, LC_RESOLVE, LC_CONNECT, LC_SEND, LC_HEAD, LC_BODY, LC_DONE };
 
@@ -546,6 +557,8 @@ static char *recv_dst(struct lconn *c, size_t *want, int *inplace)
 		*inplace = 1;
 		return m;
 	}
+	if (x->r->pausable && *want > LEAN_NOMEM_RECV)
+		*want = LEAN_NOMEM_RECV; /* a piece about to be held */
 	return c->buf;
 }
 

@@ -23,13 +23,19 @@
  *     rest in one);
  *  3. ONE bytes, pausable (a fill's kind): no mark at the send; the head alone is read,
  *     the mark set to the body's size, the body: 2 deliveries (64 KiB, then the rest);
- *  4. an error answer (a 503 of a few bytes, far under the mark set at the send) to a read
+ *  4. ONE bytes, pausable, served as 3, the sink offering no memory until its first
+ *     delivery (a full fill's, whose piece is about to be held): that receive asks for one page
+ *     (LEAN_NOMEM_RECV, NOMEM bytes, copied), not the engine's 64 KiB buffer, so a fill's
+ *     connection touches one page of its buffer: 3 deliveries (NOMEM bytes, then 64 KiB
+ *     and the rest in the sink's memory). Without that bound: 2 (64 KiB copied, the rest);
+ *  5. an error answer (a 503 of a few bytes, far under the mark set at the send) to a read
  *     that is not pausable: read by the stall bound's tick (at most a second: STALL_S 60
  *     makes it 1 s), the read ends with an error, not a stall (WAIT_S is under STALL_S).
+ *     Last: the store is down after it (its breaker).
  * Every byte is compared, the buffer filled with a pattern before each read (a byte the
  * receive did not write shows). Without the receive's change (at most 64 KiB a receive
  * whatever the sink) reads 1 and 2 take 3 and 4 deliveries; without the mark at the send
- * the mark checks of 1 and 2 fail; without the tick's ask in a head's wait read 4 hangs.
+ * the mark checks of 1 and 2 fail; without the tick's ask in a head's wait read 5 hangs.
  *
  * No timing: every wait is for an event (a socket state, a delivery, a read's end),
  * bounded by WAIT_S (a hang fails the test).
@@ -55,7 +61,8 @@
 #define OBJ	(256 * KIB)
 #define TAIL	(4 * KIB) /* more than a head: the last bytes of a body, sent last */
 #define HEADRX	2048	  /* LEAN_HEAD_RECV (backend_io_lean.c): the head's receive */
-#define NREADS	4
+#define NOMEM	4096	  /* LEAN_NOMEM_RECV (backend_io_lean.c) */
+#define NREADS	5
 #define WAIT_S	30
 #define STALL_S 60
 
@@ -64,6 +71,7 @@ struct rd {
 	atomic_size_t got;  /* bytes delivered */
 	atomic_uint calls;  /* deliveries of bytes to the sink */
 	atomic_uint offers; /* deliveries whose bytes were in the offered memory */
+	int nomem;	    /* mem offers none until the first delivery */
 	uint64_t off;
 	size_t len;
 	unsigned char buf[OBJ];
@@ -93,6 +101,8 @@ static void *mem(void *arg, uint64_t off, size_t *len)
 {
 	struct rd *r = arg;
 
+	if (r->nomem && atomic_load(&r->got) == 0)
+		return NULL;
 	if (off < r->off || off - r->off >= r->len)
 		return NULL;
 	if (*len > r->len - (off - r->off))
@@ -161,21 +171,22 @@ static void *serve(void *arg)
 			FAIL("request %d: range %u-%u", i + 1, a, b);
 		s->cur = i;
 		s->mark = (int)(r->len < MARK ? r->len : MARK);
-		if (i == 3) { /* an error answer under the mark set at the send */
+		if (i == 4) { /* an error answer under the mark set at the send */
 			static const char e503[] = "HTTP/1.1 503 Service Unavailable\r\n"
 						   "Content-Length: 5\r\n\r\nbusy\n";
 
 			CHECK(httpsrv_wait_for(mark_is, s, WAIT_S) == 0,
-			      "answer 4: the client's mark not %d at the request's send", s->mark);
+			      "answer 5: the client's mark not %d at the request's send", s->mark);
 			httpsrv_send(s->c, e503, sizeof(e503) - 1, "a 503");
 			continue;
 		}
-		if (i == 2) { /* pausable: the head alone, then the body */
+		if (i == 2 || i == 3) { /* pausable: the head alone, then the body */
 			httpsrv_head206(s->c, a, b, OBJ, "", "a head");
 			if (httpsrv_wait_for(head_read, s, WAIT_S) < 0 ||
 			    httpsrv_wait_for(mark_is, s, WAIT_S) < 0)
-				FAIL("answer 3: the head not read, or the mark not %d, within %d s",
-				     s->mark, WAIT_S);
+				FAIL(
+				    "answer %d: the head not read, or the mark not %d, within %d s",
+				    i + 1, s->mark, WAIT_S);
 			httpsrv_send(s->c, body + a, r->len, "a body");
 			continue;
 		}
@@ -217,12 +228,13 @@ int main(void)
 	struct srv s = {0};
 	pthread_t srv;
 	unsigned port, seed = 37;
-	static const uint64_t offs[NREADS] = {1000, 4096 + 7, 333, 5000};
-	static const size_t lens[NREADS] = {ONE, TWO, ONE, ONE};
-	static const unsigned flags[NREADS] = {0, 0, BACKEND_READ_PAUSABLE, 0};
-	/* deliveries: the head's receive's share of the body (copied), then receives in the
-	 * sink's memory */
-	static const unsigned want_calls[NREADS] = {2, 3, 2, 0};
+	static const uint64_t offs[NREADS] = {1000, 4096 + 7, 333, 777, 5000};
+	static const size_t lens[NREADS] = {ONE, TWO, ONE, ONE, ONE};
+	static const unsigned flags[NREADS] = {0, 0, BACKEND_READ_PAUSABLE, BACKEND_READ_PAUSABLE,
+					       0};
+	/* deliveries: the head's receive's share of the body (copied; read 4: the receive the
+	 * sink offered no memory for), then receives in the sink's memory */
+	static const unsigned want_calls[NREADS] = {2, 3, 2, 3, 0};
 
 	for (size_t i = 0; i < OBJ; i++) {
 		seed = seed * 1103515245u + 12345u;
@@ -237,6 +249,7 @@ int main(void)
 		s.r[i]->len = lens[i];
 		memset(s.r[i]->buf, 0xa5, sizeof(s.r[i]->buf));
 	}
+	s.r[3]->nomem = 1;
 	be = httpsrv_lean_store(port, WAIT_S, STALL_S);
 	if (pthread_create(&srv, NULL, serve, &s) != 0)
 		FAIL("server thread");
@@ -248,9 +261,9 @@ int main(void)
 					       mem, r, httpsrv_done, &r->end);
 		httpsrv_wait_done(&r->end, WAIT_S, "a read");
 		backend_get_stats(be, &st1);
-		if (i == 3) { /* the 503: an error, read by the tick, no byte delivered */
+		if (i == 4) { /* the 503: an error, read by the tick, no byte delivered */
 			CHECK(r->end.err < 0 && atomic_load(&r->calls) == 0,
-			      "read 4 (a 503): err %d (%s), %u deliveries (want an error, 0)",
+			      "read 5 (a 503): err %d (%s), %u deliveries (want an error, 0)",
 			      r->end.err, strerror(-r->end.err), atomic_load(&r->calls));
 			continue;
 		}
@@ -261,10 +274,12 @@ int main(void)
 		      r->end.err == 0 && atomic_load(&r->got) == lens[i] ? ", wrong bytes" : "");
 		{
 			/* reads 1 and 2: the head's receive brought HEADRX - the head's bytes of
-			 * body (copied from the engine's buffer); read 3: its head came alone */
-			size_t cp = i == 2 ? 0
-					   : HEADRX - head_len((unsigned)offs[i],
-							       (unsigned)(offs[i] + lens[i] - 1));
+			 * body (copied from the engine's buffer); read 3: its head came alone;
+			 * read 4: NOMEM bytes with no memory offered */
+			size_t cp = i == 2   ? 0
+				    : i == 3 ? NOMEM
+					     : HEADRX - head_len((unsigned)offs[i],
+								 (unsigned)(offs[i] + lens[i] - 1));
 			unsigned offers = want_calls[i] - (cp ? 1 : 0);
 
 			CHECK(atomic_load(&r->calls) == want_calls[i] &&
