@@ -941,8 +941,8 @@ void cachetier_request_begin(void);
  * span): each ends with -EINTR within CACHETIER_STOP_TICK_MS of it. The
  * fill, shared with other readers, goes on; what the read pinned is
  * released. stop NULL: never (cachetier_request_begin clears it). Returns
- * the stop it replaces (to put back: an index build, which the request's
- * waiters share, is not given up). stop must live until replaced. */
+ * the stop it replaces (for a caller to put back). stop must live until
+ * replaced. */
 struct cachetier_stop {
 	int (*asked)(void *arg);
 	void *arg;

@@ -78,6 +78,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "requests (lookups, opens, listings, reads) whose sender gave up while they waited for "
      "another request's build of a shard's index: answered EINTR within 100 ms, the build goes on",
      C, FS(index_waits_interrupted)},
+    {"index_builds_interrupted",
+     "index builds given up with the request that made them (its sender interrupted, killed): "
+     "answered EINTR within 100 ms, nothing recorded, built again by the next request",
+     C, FS(index_builds_interrupted)},
     {"reads_inflight",
      "reads of files being answered now (until their reply is sent and the cache units "
      "they read are released; reads of .shardfs files not counted)",

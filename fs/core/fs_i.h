@@ -308,6 +308,8 @@ struct fs_counters {
 	atomic_ullong reads_interrupted; /* of reads, ended by fs_op_stop_on's stop */
 	/* requests that gave up their wait for another's index build (fs_shard.c) */
 	atomic_ullong index_waits_interrupted;
+	/* index builds given up with the request that made them (fs_shard.c) */
+	atomic_ullong index_builds_interrupted;
 	atomic_ullong reads_inflight; /* fs_op_read to fs_op_read_done */
 	atomic_ullong op_errors;      /* requests but reads that failed (fs_ll.c's reply helper) */
 	atomic_ullong index_built, index_loaded, index_errors, index_bytes_scanned;

@@ -235,6 +235,8 @@ static int shard_sniff(struct fs *fs, struct fs_shard *s, int *codec)
 	/* a probe: a shard with a sidecar index is not read further now; an
 	 * index build's own first read starts the readahead */
 	n = fetch_pread_probe(raw, buf, sizeof(buf), 0);
+	if (n == -EINTR)
+		return -EINTR; /* its request gave up (fs_shard_index) */
 	if (n < 0) {
 		fs_log(FS_LOG_ERR, "shard %s: cannot read its first bytes: %s", o->key,
 		       strerror((int)-n));
@@ -445,8 +447,10 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 		}
 		if (err < 0) {
 			/* logged by shard_sniff; counted, so that a view or a
-			 * listing that goes on without the shard says so */
-			fs->c.index_errors++;
+			 * listing that goes on without the shard says so (not
+			 * when its request gave up: fs_shard_index) */
+			if (err != -EINTR)
+				fs->c.index_errors++;
 			return err;
 		}
 	}
@@ -485,6 +489,10 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 	}
 	if (!ix) {
 		err = shard_build(fs, o, stream, &ix);
+		if (err == -EINTR) { /* its request gave up (fs_shard_index) */
+			cachetier_obj_unref(stream);
+			return err;
+		}
 		if (err < 0) {
 			fs->c.index_errors++;
 			fs_log(FS_LOG_ERR, "shard %s: cannot index: %s", o->key, strerror(-err));
@@ -562,7 +570,8 @@ int fs_shard_index_unchanged(struct fs *fs, uint32_t shard)
  * end here, looking at its stop every CACHETIER_STOP_TICK_MS, rather than
  * on s->lock, which the builder holds across the store: -EINTR once its
  * sender gave up (the build goes on for the others), else 0 when no build
- * is under way. A request without a stop waits on s->lock as before. */
+ * is under way (or the builder's own request gave it up: this one then
+ * builds). A request without a stop waits on s->lock as before. */
 static int shard_build_wait(struct fs *fs, struct fs_shard *s)
 {
 	struct timespec t;
@@ -604,20 +613,26 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		err = atomic_load_explicit(&s->err, memory_order_acquire);
 		if (err < 0)
 			return err;
-		const struct cachetier_stop *stop;
-
 		err = shard_build_wait(fs, s);
 		if (err < 0)
 			return err;
 		disk_mutex_lock(&s->lock);
 		err = atomic_load_explicit(&s->err, memory_order_acquire);
 		if (err == 0 && !atomic_load_explicit(&s->ix, memory_order_acquire)) {
-			/* the build is not given up with its request
-			 * (fs_op_stop_on): other requests wait for it */
+			/* The build is the request's: given up with it
+			 * (fs_op_stop_on: its reads of the shard end with
+			 * -EINTR within CACHETIER_STOP_TICK_MS; the fills
+			 * they started go on into the cache). What it parsed
+			 * is dropped, nothing is recorded (s->err stays 0),
+			 * and a waiter woken below, or the next request,
+			 * builds again from the cached bytes: a build handed
+			 * to a thread of its own would outlive every request
+			 * that wanted it, and one that no one waits for is
+			 * not worth its store's bytes. */
 			atomic_store_explicit(&s->building, 1, memory_order_release);
-			stop = cachetier_request_stop(NULL);
 			err = shard_load(fs, s);
-			cachetier_request_stop(stop);
+			if (err == -EINTR)
+				fs->c.index_builds_interrupted++;
 			disk_mutex_lock(&fs->built_lock);
 			atomic_store_explicit(&s->building, 0, memory_order_release);
 			pthread_cond_broadcast(&fs->built_cond);

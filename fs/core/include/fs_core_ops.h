@@ -110,10 +110,11 @@ struct fs_op_stop {
  * for its units' fill or for a staged span, looked at every
  * CACHETIER_STOP_TICK_MS (100 ms); the fill goes on for other readers and
  * what the read pinned is released. An index build the request makes is
- * not given up (other requests wait for it), but a request that finds
- * another one building the index it needs (a lookup, getattr, open,
- * listing or read) gives up its wait for that build the same way (counted
- * in index_waits_interrupted). stop must live until the request's end
+ * given up with it (counted in index_builds_interrupted; a waiter or the
+ * next request builds again), and a request that finds another one
+ * building the index it needs (a lookup, getattr, open, listing or read)
+ * gives up its wait for that build the same way (counted in
+ * index_waits_interrupted). stop must live until the request's end
  * (the next fs_op_begin on the thread clears it). */
 void fs_op_stop_on(const struct fs_op_stop *stop);
 /* An ioctl cmd from user uid (group gid), process pid, with the argument

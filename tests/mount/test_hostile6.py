@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""shardfs mount tests: a hostile newcomer's pass (round 6), each finding replayed as a seeded
+test.
+
+usage: test_hostile6.py SHARDFS GROUP
+GROUP:
+  indexbuild  the request that builds a shard's index is itself interruptible: over nginx
+              through a proxy that holds its GETs (no sidecars), a FUSE request of the shard's
+              directory, the seeded one of 'ls' of it, 'stat' or 'cat' of a member, builds its
+              index; the seeded signal (SIGINT, SIGTERM, SIGKILL) ends it while the build's GET
+              is still held (the daemon answers the interrupted request within
+              CACHETIER_STOP_TICK_MS); index_builds_interrupted is 1, index_errors 0. Seeded:
+              a 'shardfs plan' naming a member, whose indexing ahead waits for that build (or
+              starts once the first is given up), builds the index (index_built 1) and exits
+              0 once the GET is released; else, the build is dropped (index_built 0) and a
+              later listing builds it. Either way the listing is exact and op_errors is 0.
+              Before the mend the interrupted builder stayed in the kernel until its build
+              ended (its request's stop was put aside for the build).
+
+Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
+from shardfs_test import web  # noqa: E402
+from shardfs_test.planread import hold, tar_gets  # noqa: E402
+
+# what the test waits for the interrupted builder: a guard against a hang only (the daemon
+# answers within CACHETIER_STOP_TICK_MS, 100 ms); the held GET outlasts it
+GONE_GUARD_S = 15
+
+
+def delta(st, st0, name):
+    return st.get(name, 0) - st0.get(name, 0)
+
+
+def group_indexbuild(env, ck):
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    names = {}
+    for s in range(2):
+        members = [('k%02d.bin' % i, bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 9000))))
+                   for i in range(rng.randint(20, 30))]
+        ml.write_file(os.path.join(src, 'shard-%06d.tar' % s), ml.tar_bytes(members))
+        names['shard-%06d' % s] = sorted(n for n, _ in members)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    b = a = None
+    try:
+        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--warm', 'off', '--prefetch-shards', '0']) as m:
+            ck.eq('root listing', sorted(os.listdir(m.mnt)),
+                  sorted(list(names) + [n + '.tar' for n in names]))
+            st0 = m.stats()
+            hold(px)
+            d = os.path.join(m.mnt, 'shard-000000')
+            how = rng.choice(['ls', 'stat', 'cat'])
+            sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+            waiter = rng.random() < 0.5
+            cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
+                   'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
+            what = '%s, %s, %s' % (' '.join(cmd[:1]), signal.Signals(sig).name,
+                                   'a plan waits' if waiter else 'no one waits')
+            log('the builder: %s' % what)
+            b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the build\'s GET held')
+            if waiter:
+                # resolves the member on the control file, not in the shard's directory
+                # (whose requests the kernel may serialise behind the builder's)
+                pf = env.path('plan')
+                ml.write_file(pf, b'shard-000000/k00.bin\n')
+                # its indexing ahead waits for the build on the shard's lock, or, started
+                # after the builder gave up, builds: the same outcome either way
+                a = subprocess.Popen([env.shardfs, 'plan', m.mnt, pf, '--name', 't'],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            ml.poll(lambda: ml.wchan(b.pid) == 'request_wait_answer',
+                    what='the builder in request_wait_answer (now %r)' % ml.wchan(b.pid))
+            b.send_signal(sig)
+            try:
+                rc = b.wait(GONE_GUARD_S)
+            except subprocess.TimeoutExpired:
+                rc = 'still there after %d s, in %s' % (GONE_GUARD_S, ml.wchan(b.pid))
+            ck.eq('%s: the interrupted builder is gone while its GET is held' % what, rc, -sig)
+            ck.ok(any(r['held'] for r in tar_gets(px)), 'the build\'s GET still held')
+            st = m.stats()
+            ck.eq('%s: index_builds_interrupted, index_errors' % what,
+                  (delta(st, st0, 'index_builds_interrupted'), delta(st, st0, 'index_errors')),
+                  (1, 0))
+            px.release()
+            if waiter:
+                out, err = a.communicate(timeout=120)
+                log('the plan: %r %r' % (out, err))
+                ck.eq('the plan\'s exit (it built the index)', a.returncode, 0)
+            st = m.stats()
+            ck.eq('%s: index_built once the GET is released' % what,
+                  delta(st, st0, 'index_built'), 1 if waiter else 0)
+            ck.eq('after: a listing exact', sorted(os.listdir(d)), names['shard-000000'])
+            st = m.stats()
+            ck.eq('after: index_built, index_builds_interrupted, index_errors, op_errors',
+                  (delta(st, st0, 'index_built'), delta(st, st0, 'index_builds_interrupted'),
+                   delta(st, st0, 'index_errors'), delta(st, st0, 'op_errors')), (1, 1, 0, 0))
+    finally:
+        for p in (b, a):
+            if p and p.poll() is None:
+                px.release()
+                p.wait(120)
+        px.close()
+        ng.stop()
+
+
+GROUPS = {'indexbuild': (group_indexbuild, 180)}
+
+
+if __name__ == '__main__':
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__)
+        sys.exit(2)
+    fn, deadline = GROUPS[sys.argv[2]]
+    sys.exit(ml.main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline))
