@@ -137,6 +137,11 @@ struct backend_objinfo {
 	 * mtime, mode and etag are 0 / "" until backend_stat_many or
 	 * backend_stat says them, and the object may not exist (-ENOENT) */
 	int name_only;
+	/* list only, a local source's: 1 for a directory with nothing listed
+	 * below it (an empty one; key: its path, mtime and mode its own, no
+	 * size or etag), which is no object. Remote stores list objects only
+	 * (S3's "dir/" markers are not listed): they have no empty directories */
+	int dir;
 };
 
 /* Called once per object, in no particular order. Return non-zero to stop

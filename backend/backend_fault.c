@@ -106,6 +106,8 @@ static int names_only_cb(void *arg, const struct backend_objinfo *info)
 	struct names_only *no = arg;
 	struct backend_objinfo name;
 
+	if (info->dir)
+		return no->cb(no->arg, info); /* an empty directory: no name to learn */
 	memset(&name, 0, sizeof(name));
 	name.key = info->key;
 	name.name_only = 1;

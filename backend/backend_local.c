@@ -125,18 +125,29 @@ static void local_fill(struct backend_objinfo *info, const char *key, const stru
 	*p = '\0';
 }
 
+/* List the directory key (keylen bytes; "" the root) and below it through
+ * cb; *listed counts what cb was given. A directory that gives nothing
+ * (empty, or only files of other kinds: fifos, sockets, dangling links)
+ * is given as one (info.dir), so that the mount shows it as find(1) does;
+ * an unreadable or too deep one is skipped, and keeps its parent from
+ * being shown empty. */
 static int local_walk(int rootfd, char *key, size_t keylen, size_t keycap, int depth,
-		      backend_list_cb cb, void *arg)
+		      backend_list_cb cb, void *arg, uint64_t *listed)
 {
 	DIR *d;
 	struct dirent *de;
+	struct stat dst;
+	uint64_t before;
 	int fd, ret = 0;
 
+	/* skipped, too deep or unreadable: its parent is not empty either */
+	(*listed)++;
 	if (depth > LOCAL_MAX_DEPTH)
 		return 0;
 	fd = openat(rootfd, keylen ? key : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return depth == 0 ? -errno : 0; /* an unreadable subdirectory is skipped */
+	before = *listed;
 	d = fdopendir(fd);
 	if (!d) {
 		ret = -errno;
@@ -161,16 +172,28 @@ static int local_walk(int rootfd, char *key, size_t keylen, size_t keycap, int d
 			continue; /* dangling symlink or vanished: not an object */
 		}
 		if (S_ISDIR(st.st_mode)) {
-			ret = local_walk(rootfd, key, len, keycap, depth + 1, cb, arg);
+			ret = local_walk(rootfd, key, len, keycap, depth + 1, cb, arg, listed);
 		} else if (S_ISREG(st.st_mode)) {
 			struct backend_objinfo info;
 
 			local_fill(&info, key, &st);
 			ret = cb(arg, &info);
+			(*listed)++;
 		}
 		key[keylen] = '\0';
 		if (ret != 0)
 			break;
+	}
+	if (ret == 0 && keylen && *listed == before && fstat(dirfd(d), &dst) == 0) {
+		struct backend_objinfo info;
+
+		memset(&info, 0, sizeof(info));
+		info.key = key;
+		info.mtime = dst.st_mtim.tv_sec;
+		info.mode = dst.st_mode & 07777;
+		info.dir = 1;
+		ret = cb(arg, &info);
+		(*listed)++;
 	}
 	closedir(d);
 	return ret;
@@ -180,12 +203,13 @@ static int local_list(struct backend *be, backend_list_cb cb, void *arg)
 {
 	struct local *l = be->impl;
 	char key[PATH_MAX];
+	uint64_t listed = 0;
 	int err = local_resolve(l);
 
 	if (err < 0)
 		return err;
 	key[0] = '\0';
-	return local_walk(local_root(l), key, 0, sizeof(key), 0, cb, arg);
+	return local_walk(local_root(l), key, 0, sizeof(key), 0, cb, arg, &listed);
 }
 
 static int local_stat(struct backend *be, const char *key, struct backend_objinfo *info)

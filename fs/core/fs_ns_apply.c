@@ -307,7 +307,7 @@ static void ap_settle(struct apply *ap, struct fs_dirent **old_ents, const uint3
  * no one else changes the directories). */
 int fs__ns_apply(struct fs *fs, struct listing *l, int initial)
 {
-	struct apply ap = {.fs = fs};
+	struct apply ap = {.fs = fs, .l = l};
 	uint32_t nobjs = fs->nobjs, nshards = fs->nshards, ncur;
 	uint32_t *cur = NULL;
 	struct fs_dirent **old_ents = NULL;

@@ -187,7 +187,8 @@ static int ap_new_dir(struct apply *ap, struct dir_table *t, uint32_t parent, co
 	return dt_add(ap, t, *out);
 }
 
-/* The directory of every live object, creating directories on the way.
+/* The directory of every live object, creating directories on the way, then
+ * a local source's empty directories (the listing's dirs).
  * Keys are sorted, so the keys below one directory are contiguous and a
  * stack of the current chain finds most directories without a lookup. */
 int fs__ns_ap_place(struct apply *ap)
@@ -246,6 +247,24 @@ int fs__ns_ap_place(struct apply *ap)
 		if (o->dir != d)
 			o->dir = d;
 	}
+	/* a local source's empty directories: every part of the path */
+	for (uint32_t i = 0; ap->l && i < ap->l->ndirs && !err; i++) {
+		const char *p = ap->l->dirs[i].path;
+		uint32_t d = 0;
+
+		while (*p && !err) {
+			const char *slash = strchr(p, '/');
+			size_t len = slash ? (size_t)(slash - p) : strlen(p);
+			int64_t f = dt_find(ap, &t, d, p, len);
+
+			if (f >= 0)
+				d = (uint32_t)f;
+			else
+				err = ap_new_dir(ap, &t, d, p, len, &d);
+			p += len + (slash ? 1 : 0);
+		}
+		ap->l->dirs[i].d = d;
+	}
 	free(t.slot);
 	return err;
 }
@@ -274,6 +293,14 @@ int fs__ns_ap_entries(struct apply *ap)
 				break;
 		}
 		ap->d[o->dir].cap += o->codec >= 0 ? 2 : 1;
+	}
+	for (uint32_t i = 0; ap->l && i < ap->l->ndirs; i++) {
+		uint32_t x = ap->l->dirs[i].d;
+
+		if (x != 0 && ap->d[x].mtime < ap->l->dirs[i].mtime)
+			ap->d[x].mtime = ap->l->dirs[i].mtime; /* its own: nothing in it */
+		for (; x != 0 && !ap->d[x].live; x = ap->d[x].parent)
+			ap->d[x].live = 1;
 	}
 	for (uint32_t i = 1; i < ap->nd; i++)
 		if (ap->d[i].live)

@@ -33,9 +33,19 @@ struct lent {
 	struct backend_objinfo info; /* info.key == key */
 };
 
+/* A local source's empty directory (backend_objinfo.dir): shown, with
+ * its own mtime; d is the directory fs__ns_ap_place made of it. */
+struct ldir {
+	char *path;
+	int64_t mtime;
+	uint32_t d;
+};
+
 struct listing {
 	struct lent *v;
 	uint32_t n, cap;
+	struct ldir *dirs; /* empty directories (a local source's only) */
+	uint32_t ndirs, dircap;
 };
 
 /* A directory as a refresh computes it. */
@@ -59,7 +69,8 @@ struct apply {
 	uint8_t *stale_why;
 	uint32_t nstale;
 	uint32_t added, removed, changed, shards_changed;
-	uint32_t hidden; /* entries hidden by a name conflict */
+	uint32_t hidden;   /* entries hidden by a name conflict */
+	struct listing *l; /* the listing applied (its empty directories) */
 };
 
 /* fs_ns_list.c */

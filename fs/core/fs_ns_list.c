@@ -25,6 +25,23 @@ int fs__ns_list_cb(void *arg, const struct backend_objinfo *info)
 	struct listing *l = arg;
 	struct lent *e;
 
+	if (info->dir) {
+		if (l->ndirs == l->dircap) {
+			uint32_t cap = l->dircap ? l->dircap * 2 : 16;
+			struct ldir *p = realloc(l->dirs, cap * sizeof(*p));
+
+			if (!p)
+				return -ENOMEM;
+			l->dirs = p;
+			l->dircap = cap;
+		}
+		l->dirs[l->ndirs].path = strdup(info->key);
+		if (!l->dirs[l->ndirs].path)
+			return -ENOMEM;
+		l->dirs[l->ndirs].mtime = info->mtime;
+		l->dirs[l->ndirs++].d = 0;
+		return 0;
+	}
 	if (l->n == l->cap) {
 		uint32_t cap = l->cap ? l->cap * 2 : 256;
 		struct lent *p = realloc(l->v, cap * sizeof(*p));
@@ -51,6 +68,11 @@ void fs__ns_listing_free(struct listing *l)
 	free(l->v);
 	l->v = NULL;
 	l->n = l->cap = 0;
+	for (uint32_t i = 0; i < l->ndirs; i++)
+		free(l->dirs[i].path);
+	free(l->dirs);
+	l->dirs = NULL;
+	l->ndirs = l->dircap = 0;
 }
 
 static int lent_cmp(const void *a, const void *b)

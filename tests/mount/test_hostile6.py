@@ -16,6 +16,13 @@ GROUP:
               later listing builds it. Either way the listing is exact and op_errors is 0.
               Before the mend the interrupted builder stayed in the kernel until its build
               ended (its request's stop was put aside for the build).
+  emptydirs   a seeded local source: shards and plain files in nested directories, empty
+              directories (chains of 1 to 3 among them), directories holding only a fifo or a
+              dangling symlink. The mount's directories outside the shards' member directories
+              are exactly the source's (find -type d), each empty one lists nothing and shows
+              its own mtime; after 'shardfs refresh' a new empty directory shows and a removed
+              one is gone. Before the mend no empty directory showed (a user's find of the
+              source and of the mount disagreed).
 
 Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -117,7 +124,80 @@ def group_indexbuild(env, ck):
         ng.stop()
 
 
-GROUPS = {'indexbuild': (group_indexbuild, 180)}
+def dirs_of(root, skip=()):
+    """Every directory below root (relative paths), not descending into skip's names."""
+    out = set()
+    for dp, dns, _ in os.walk(root):
+        rel = os.path.relpath(dp, root)
+        dns[:] = [d for d in dns if not (rel == '.' and d in skip) and d != '.shardfs']
+        for d in dns:
+            out.add(os.path.normpath(os.path.join(rel, d)))
+    return out
+
+
+def group_emptydirs(env, ck):
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    shards = []
+    parents = ['']
+    for i in range(rng.randint(1, 3)):  # nested directories with something in them
+        d = os.path.join(rng.choice(parents), 'd%d' % i)
+        os.makedirs(os.path.join(src, d))
+        parents.append(d)
+        if rng.random() < 0.5:
+            ml.write_file(os.path.join(src, d, 'f.txt'), b'f%d\n' % i)
+        else:
+            ml.write_file(os.path.join(src, d, 'x.tar'), ml.tar_bytes([('m.txt', b'm\n')]))
+    ml.write_file(os.path.join(src, 'shard-0.tar'), ml.tar_bytes([('k.txt', b'k\n')]))
+    shards.append('shard-0')
+    empty = []
+    for i in range(rng.randint(1, 4)):
+        d = os.path.join(rng.choice(parents), *['e%d-%d' % (i, k)
+                                                 for k in range(rng.randint(1, 3))])
+        os.makedirs(os.path.join(src, d))
+        empty.append(d)
+    odd = []
+    for i in range(rng.randint(0, 2)):
+        d = os.path.join(rng.choice(parents), 'odd%d' % i)
+        os.makedirs(os.path.join(src, d))
+        if rng.random() < 0.5:
+            os.mkfifo(os.path.join(src, d, 'fifo'))
+        else:
+            os.symlink('/nonexistent/x', os.path.join(src, d, 'dangling'))
+        odd.append(d)
+    log('empty: %s; only a fifo or a dangling link: %s' % (empty, odd))
+    # member directories of shards: x.tar in dN gives dN/x
+    members = {os.path.normpath(os.path.join(os.path.relpath(dp, src), f[:-4]))
+               for dp, _, fs in os.walk(src) for f in fs if f.endswith('.tar')}
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        def mount_dirs():
+            return {d for d in dirs_of(m.mnt) if d not in members and
+                    not any(d.startswith(x + '/') for x in members)}
+        ck.eq('find -type d: the mount against the source', sorted(mount_dirs()),
+              sorted(dirs_of(src)))
+        for d in empty + odd:
+            try:
+                got = (os.listdir(os.path.join(m.mnt, d)),
+                       int(os.stat(os.path.join(m.mnt, d)).st_mtime))
+            except OSError as e:
+                got = e.strerror
+            ck.eq('%s: listing and mtime' % d, got,
+                  ([], int(os.stat(os.path.join(src, d)).st_mtime)))
+        # a change: one new empty directory, one removed
+        new = os.path.join(rng.choice(parents), 'new-empty')
+        os.makedirs(os.path.join(src, new))
+        gone = rng.choice(empty)
+        os.rmdir(os.path.join(src, gone))
+        r = env.run([env.shardfs, 'refresh', m.mnt])
+        ck.eq('refresh: exit', r.returncode, 0)
+        ck.eq('after refresh: find -type d, the mount against the source',
+              sorted(mount_dirs()), sorted(dirs_of(src)))
+        ck.ok(os.path.isdir(os.path.join(m.mnt, new)), '%s shows after refresh' % new)
+        ck.ok(not os.path.exists(os.path.join(m.mnt, gone)), '%s gone after refresh' % gone)
+
+
+GROUPS = {'indexbuild': (group_indexbuild, 180), 'emptydirs': (group_emptydirs, 120)}
 
 
 if __name__ == '__main__':
