@@ -12,7 +12,11 @@
  * of the bytes are evicted). E1 reads every object in order, 1 MiB at a time (whole chunks, evicted
  * a chunk at a time); E2 reads every 100 KB sample once in a shuffled order (seed 1: random misses
  * that would evict fill only their units, evicted a few units at a time, as a shuffled or planned
- * epoch's). Process CPU (user + system) per side is measured by getrusage; the row is the
+ * epoch's); E3 (with EB_PLAN: a tree with cachetier_plan_done) reads E2's samples in E2's order
+ * as a plan does (each marked at its place in the order just before its read, read by the plan
+ * after it: its units then needed by no plan, the units a planned epoch's evictions take first,
+ * and the only ones an eviction's longer punches take ahead of their turn). Process CPU (user +
+ * system) per side is measured by getrusage; the row is the
  * difference per GiB evicted, median of RUNS runs. The difference holds all the smaller
  * cache costs more or less: eviction, but also E2's extra fill requests (a random miss that
  * would evict fills only its units) and less writeback (punched bytes are never synced): each
@@ -174,8 +178,22 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 		int i = (int)(order[k] >> 48);
 		uint64_t off = order[k] & ((1ull << 48) - 1);
 		size_t len = off + SAMPLE <= sizes[i] ? SAMPLE : (size_t)(sizes[i] - off);
-		ssize_t r = cachetier_obj_pread(objs[i], buf, len, off);
+		ssize_t r;
 
+#ifdef EB_PLAN
+		if (random == 2) { /* E3: the plan's mark, at its place */
+			cachetier_plan_now(ct, (uint32_t)k);
+			cachetier_plan_mark(objs[i], off, len, (uint32_t)k);
+		}
+#endif
+		r = cachetier_obj_pread(objs[i], buf, len, off);
+#ifdef EB_PLAN
+		if (random == 2) { /* ... and its read: needed by no plan now */
+			uint64_t lo, hi;
+
+			cachetier_plan_done(objs[i], off, len, &lo, &hi);
+		}
+#endif
 		if (r != (ssize_t)len) {
 			fprintf(stderr, "read %d at %llu: %zd\n", i, (unsigned long long)off, r);
 			exit(1);
@@ -234,9 +252,12 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 	fprintf(stderr,
 		"  pass %s, cache %llu MiB: %llu fills, %llu MiB fetched, %.3f CPU-s (making room "
 		"%.3f, writing maps %.3f, puncher %.3f), %.0f punches in %.0f batches\n",
-		random ? "shuffled" : "in order", (unsigned long long)(cache >> 20),
-		(unsigned long long)st.fills, (unsigned long long)(st.bytes_fetched >> 20), t0,
-		room_s, flush_s, punch_s, punches, punch_b);
+		random == 2 ? "shuffled, planned"
+		: random    ? "shuffled"
+			    : "in order",
+		(unsigned long long)(cache >> 20), (unsigned long long)st.fills,
+		(unsigned long long)(st.bytes_fetched >> 20), t0, room_s, flush_s, punch_s, punches,
+		punch_b);
 #ifdef EB_ROOM
 	/* the threads making room: their wall time, and how often and long
 	 * they waited for another thread's eviction to end */
@@ -302,7 +323,14 @@ int main(int argc, char **argv)
 	}
 	printf("%-44s %10s %10s %12s\n", "row (median of runs)", "baseline", "evicting",
 	       "CPU-s/GiB ev");
-	for (int random = 0; random < 2; random++) {
+#ifdef EB_PLAN
+	const int passes = 3; /* E1, E2, E3 */
+#else
+	const int passes = 2;
+#endif
+	for (int random = 0; random < passes; random++) {
+		static const char *const row[] = {"E1", "E2", "E3"};
+
 		for (int r = 0; r < runs; r++) {
 			/* alternate which side goes first: drift of a shared
 			 * machine falls on both */
@@ -343,7 +371,7 @@ int main(int argc, char **argv)
 			fprintf(stderr,
 				"%s run %d: no eviction %.3f CPU-s (evicted %llu B), a quarter "
 				"cache %.3f CPU-s, evicted %.3f GiB in %llu evictions\n",
-				random ? "E2" : "E1", r + 1, a, (unsigned long long)e0, b,
+				row[random], r + 1, a, (unsigned long long)e0, b,
 				evicted / (1024 * MiB), (unsigned long long)evictions);
 		}
 		qsort(per, (size_t)runs, sizeof(*per), dbl_cmp);
@@ -356,29 +384,35 @@ int main(int argc, char **argv)
 		qsort(own, (size_t)runs, sizeof(*own), dbl_cmp);
 		qsort(look, (size_t)runs, sizeof(*look), dbl_cmp);
 		printf("%-44s %10.3f %10.3f %12.3f  (target <= 0.1)\n",
-		       random ? "E2 evict: 100 KB samples shuffled, cache 1/4"
-			      : "E1 evict: 8 objects in order, cache 1/4",
+		       random == 2 ? "E3 evict: E2's samples read by a plan, cache 1/4"
+		       : random	   ? "E2 evict: 100 KB samples shuffled, cache 1/4"
+				   : "E1 evict: 8 objects in order, cache 1/4",
 		       base[runs / 2], ev[runs / 2], per[runs / 2]);
 		/* the tier's own accounting of the quarter cache's pass, per GiB
 		 * evicted: the threads making room (room check, victims, map
 		 * unlinks, punches) and writing maps (fdatasync, map writes) */
 		printf("%-44s %10s %10.3f %12.3f  (making room; writing maps)\n",
-		       random ? "E2 own: making room, writing maps /GiB"
-			      : "E1 own: making room, "
-				"writing maps /GiB",
+		       random == 2 ? "E3 own: making room, writing maps /GiB"
+		       : random	   ? "E2 own: making room, writing maps /GiB"
+				   : "E1 own: making room, "
+				     "writing maps /GiB",
 		       "", room[runs / 2], flush[runs / 2]);
 		/* fallocate calls of the quarter cache's pass per GiB evicted
 		 * (-1: the tree does not count them) */
 		printf("%-44s %10s %10s %12.0f  (punches)\n",
-		       random ? "E2 holes punched /GiB" : "E1 holes punched /GiB", "", "",
-		       punch[runs / 2]);
+		       random == 2 ? "E3 holes punched /GiB"
+		       : random	   ? "E2 holes punched /GiB"
+				   : "E1 holes punched /GiB",
+		       "", "", punch[runs / 2]);
 		/* E1c, E2c: the cost of evicting a GB in its own row, against its
 		 * budget (issue 37: <= 0.1 CPU-s per GB): the threads making room
 		 * (fill workers, flusher: victims, takes, map unlinks, punches made
 		 * there) plus the puncher thread, per GB (1e9 B) evicted */
 		printf("%-44s %10.3f %10.3f %12.3f  (CPU-s/GB evicted: making room; puncher; "
 		       "their sum; %.2fx the budget of 0.1)\n",
-		       random ? "E2c eviction's own CPU /GB" : "E1c eviction's own CPU /GB",
+		       random == 2 ? "E3c eviction's own CPU /GB"
+		       : random	   ? "E2c eviction's own CPU /GB"
+				   : "E1c eviction's own CPU /GB",
 		       room[runs / 2] * 1e9 / (1024 * MiB), pcpu[runs / 2] * 1e9 / (1024 * MiB),
 		       own[runs / 2], own[runs / 2] / 0.1);
 		/* units evictions looked at (in their objects' kept order) per
@@ -386,8 +420,9 @@ int main(int argc, char **argv)
 		 * kept order an eviction looked at every unit of its object
 		 * holding bytes: EVICT_BENCH_VERIFY=1 counts those too) */
 		printf("%-44s %10s %10s %12.2f  (units looked at per unit evicted)\n",
-		       random ? "E2 units looked at /unit evicted"
-			      : "E1 units looked at /unit evicted",
+		       random == 2 ? "E3 units looked at /unit evicted"
+		       : random	   ? "E2 units looked at /unit evicted"
+				   : "E1 units looked at /unit evicted",
 		       "", "", look[runs / 2]);
 	}
 	backend_close(be);

@@ -45,6 +45,7 @@ bench_cc() {
 	grep -q 'uint64_t room_waits;' "$src/cachetier/cachetier.h" && stats="$stats -DEB_ROOM"
 	grep -q 'uint64_t punch_cpu_ns;' "$src/cachetier/cachetier.h" && stats="$stats -DEB_PUNCH_CPU"
 	grep -q 'uint64_t evict_looked;' "$src/cachetier/cachetier.h" && stats="$stats -DEB_LOOKED"
+	grep -q 'cachetier_plan_done' "$src/cachetier/cachetier.h" && stats="$stats -DEB_PLAN"
 	# the store's fill rules from the fetch scheduler (fetch/), where the tree has them
 	grep -q cachetier_set_policy "$src/cachetier/cachetier.h" && fetch="-DEB_POLICY -I$src/fetch $b/fetch/libfetch.a"
 	# shellcheck disable=SC2046,SC2086
@@ -84,11 +85,11 @@ for r in $(seq 1 "$runs"); do
 		[ "$side" = base ] && bin=$tmp/evict_bench_base
 		echo "--- run $r: $side" >&2
 		"$bin" "$tmp" "$gb" 1 | awk -v side="$side" '
-			/^E[12] evict:/ { print side, $1, $(NF - 3) }
-			/^E[12] own:/ { print side, $1 "room", $(NF - 5); print side, $1 "maps", $(NF - 4) }
-			/^E[12] holes punched/ { print side, $1 "punch", $(NF - 1) }
-			/^E[12]c eviction/ { print side, $1 "room", $6; print side, $1 "pcpu", $7; print side, $1, $8 }
-			/^E[12] units looked at/ { print side, $1 "look", $7 }
+			/^E[123] evict:/ { print side, $1, $(NF - 3) }
+			/^E[123] own:/ { print side, $1 "room", $(NF - 5); print side, $1 "maps", $(NF - 4) }
+			/^E[123] holes punched/ { print side, $1 "punch", $(NF - 1) }
+			/^E[123]c eviction/ { print side, $1 "room", $6; print side, $1 "pcpu", $7; print side, $1, $8 }
+			/^E[123] units looked at/ { print side, $1 "look", $7 }
 		' >>"$tmp/rows"
 	done
 done
@@ -107,9 +108,16 @@ names = {'E1': 'E1: 8 objects in order, cache 1/4', 'E2': 'E2: 100 KB shuffled, 
          'E1c': 'E1c eviction CPU-s per GB (sum)', 'E2c': 'E2c eviction CPU-s per GB (sum)',
          'E1croom': 'E1c making room per GB', 'E2croom': 'E2c making room per GB',
          'E1cpcpu': 'E1c puncher per GB', 'E2cpcpu': 'E2c puncher per GB',
-         'E1look': 'E1 units looked at per unit evicted', 'E2look': 'E2 units looked at per unit evicted'}
+         'E1look': 'E1 units looked at per unit evicted', 'E2look': 'E2 units looked at per unit evicted',
+         'E3': 'E3: E2 read by a plan, cache 1/4', 'E3room': 'E3 making room (own CPU)',
+         'E3maps': 'E3 writing maps (own CPU)', 'E3punch': 'E3 holes punched per GiB (calls)',
+         'E3c': 'E3c eviction CPU-s per GB (sum)', 'E3croom': 'E3c making room per GB',
+         'E3cpcpu': 'E3c puncher per GB', 'E3look': 'E3 units looked at per unit evicted'}
 for row in ('E1', 'E2', 'E1room', 'E1maps', 'E2room', 'E2maps', 'E1punch', 'E2punch',
-            'E1c', 'E1croom', 'E1cpcpu', 'E2c', 'E2croom', 'E2cpcpu', 'E1look', 'E2look'):
+            'E1c', 'E1croom', 'E1cpcpu', 'E2c', 'E2croom', 'E2cpcpu', 'E1look', 'E2look',
+            'E3', 'E3punch', 'E3c', 'E3croom', 'E3cpcpu'):
+    if ('this', row) not in rows and ('base', row) not in rows:
+        continue
     b = statistics.median(rows.get(('base', row), [float('nan')]))
     a = statistics.median(rows.get(('this', row), [float('nan')]))
     f = '%.0f' if row.endswith('punch') else '%.2f' if row.endswith('look') else '%.3f'
