@@ -125,15 +125,33 @@ static void local_fill(struct backend_objinfo *info, const char *key, const stru
 	*p = '\0';
 }
 
-/* List the directory key (keylen bytes; "" the root) and below it through
- * cb; *listed counts what cb was given. A directory that gives nothing
- * (empty, or only files of other kinds: fifos, sockets, dangling links)
- * is given as one (info.dir), so that the mount shows it as find(1) does;
- * an unreadable or too deep one is skipped, and keeps its parent from
- * being shown empty. */
-static int local_walk(int rootfd, char *key, size_t keylen, size_t keycap, int depth,
-		      backend_list_cb cb, void *arg, uint64_t *listed)
+/* One listing's walk: where it is, what it gives cb, the directories on
+ * the path from the root to where it is (a symlink back to one of them
+ * would repeat the tree below it up to LOCAL_MAX_DEPTH times). */
+struct walk {
+	struct backend *be;
+	int rootfd;
+	char *key; /* the path walked, below the root */
+	size_t keycap;
+	backend_list_cb cb;
+	void *arg;
+	uint64_t listed; /* what cb was given, and what was skipped */
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} up[LOCAL_MAX_DEPTH + 1];
+};
+
+/* List the directory w->key (keylen bytes; "" the root) and below it
+ * through w->cb. A directory that gives nothing (empty, or only files of
+ * other kinds: fifos, sockets, dangling links) is given as one (info.dir),
+ * so that the mount shows it as find(1) does; an unreadable or too deep
+ * one, or a symlink to a directory on its own path (a loop: skipped with
+ * a warning, as find -L says), is skipped and keeps its parent from being
+ * shown empty. */
+static int local_walk(struct walk *w, size_t keylen, int depth)
 {
+	char *key = w->key;
 	DIR *d;
 	struct dirent *de;
 	struct stat dst;
@@ -141,50 +159,66 @@ static int local_walk(int rootfd, char *key, size_t keylen, size_t keycap, int d
 	int fd, ret = 0;
 
 	/* skipped, too deep or unreadable: its parent is not empty either */
-	(*listed)++;
+	w->listed++;
 	if (depth > LOCAL_MAX_DEPTH)
 		return 0;
-	fd = openat(rootfd, keylen ? key : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = openat(w->rootfd, keylen ? key : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return depth == 0 ? -errno : 0; /* an unreadable subdirectory is skipped */
-	before = *listed;
+	before = w->listed;
 	d = fdopendir(fd);
 	if (!d) {
 		ret = -errno;
 		close(fd);
 		return ret;
 	}
+	if (fstat(dirfd(d), &dst) < 0) {
+		ret = -errno;
+		closedir(d);
+		return ret;
+	}
+	w->up[depth].dev = dst.st_dev;
+	w->up[depth].ino = dst.st_ino;
 	while ((de = readdir(d)) != NULL) {
 		struct stat st;
 		size_t n = strlen(de->d_name);
 		size_t len;
+		int loop = 0;
 
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		len = keylen + (keylen ? 1 : 0) + n;
-		if (len + 1 > keycap)
+		if (len + 1 > w->keycap)
 			continue; /* deeper than PATH_MAX: cannot be opened anyway */
 		if (keylen)
 			key[keylen] = '/';
 		memcpy(key + keylen + (keylen ? 1 : 0), de->d_name, n + 1);
-		if (fstatat(rootfd, key, &st, 0) < 0) {
+		if (fstatat(w->rootfd, key, &st, 0) < 0) {
 			key[keylen] = '\0';
 			continue; /* dangling symlink or vanished: not an object */
 		}
-		if (S_ISDIR(st.st_mode)) {
-			ret = local_walk(rootfd, key, len, keycap, depth + 1, cb, arg, listed);
+		for (int i = 0; S_ISDIR(st.st_mode) && i <= depth && !loop; i++)
+			loop = w->up[i].dev == st.st_dev && w->up[i].ino == st.st_ino;
+		if (loop) {
+			backend_log(w->be, BACKEND_LOG_WARN,
+				    "source: %s is a link back to a directory on its own path (a "
+				    "loop): not followed",
+				    key);
+			w->listed++;
+		} else if (S_ISDIR(st.st_mode)) {
+			ret = local_walk(w, len, depth + 1);
 		} else if (S_ISREG(st.st_mode)) {
 			struct backend_objinfo info;
 
 			local_fill(&info, key, &st);
-			ret = cb(arg, &info);
-			(*listed)++;
+			ret = w->cb(w->arg, &info);
+			w->listed++;
 		}
 		key[keylen] = '\0';
 		if (ret != 0)
 			break;
 	}
-	if (ret == 0 && keylen && *listed == before && fstat(dirfd(d), &dst) == 0) {
+	if (ret == 0 && keylen && w->listed == before) {
 		struct backend_objinfo info;
 
 		memset(&info, 0, sizeof(info));
@@ -192,8 +226,8 @@ static int local_walk(int rootfd, char *key, size_t keylen, size_t keycap, int d
 		info.mtime = dst.st_mtim.tv_sec;
 		info.mode = dst.st_mode & 07777;
 		info.dir = 1;
-		ret = cb(arg, &info);
-		(*listed)++;
+		ret = w->cb(w->arg, &info);
+		w->listed++;
 	}
 	closedir(d);
 	return ret;
@@ -203,13 +237,24 @@ static int local_list(struct backend *be, backend_list_cb cb, void *arg)
 {
 	struct local *l = be->impl;
 	char key[PATH_MAX];
-	uint64_t listed = 0;
+	struct walk *w;
 	int err = local_resolve(l);
 
 	if (err < 0)
 		return err;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
 	key[0] = '\0';
-	return local_walk(local_root(l), key, 0, sizeof(key), 0, cb, arg, &listed);
+	*w = (struct walk){.be = be,
+			   .rootfd = local_root(l),
+			   .key = key,
+			   .keycap = sizeof(key),
+			   .cb = cb,
+			   .arg = arg};
+	err = local_walk(w, 0, 0);
+	free(w);
+	return err;
 }
 
 static int local_stat(struct backend *be, const char *key, struct backend_objinfo *info)

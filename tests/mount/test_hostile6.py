@@ -23,6 +23,12 @@ GROUP:
               its own mtime; after 'shardfs refresh' a new empty directory shows and a removed
               one is gone. Before the mend no empty directory showed (a user's find of the
               source and of the mount disagreed).
+  symloop     a seeded local source with symlinks back to a directory on their own path (to
+              '.', '..', '../..': 1 to 3 of them at seeded depths) and one to a directory
+              outside it: the mount's tree is the source's as find -L walks it (the outside
+              directory once, no loop followed), and the log warns once for each loop link,
+              naming it. Before the mend each loop repeated the tree below it up to 64 levels
+              deep (every shard shown again at each level), silently.
 
 Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -197,7 +203,44 @@ def group_emptydirs(env, ck):
         ck.ok(not os.path.exists(os.path.join(m.mnt, gone)), '%s gone after refresh' % gone)
 
 
-GROUPS = {'indexbuild': (group_indexbuild, 180), 'emptydirs': (group_emptydirs, 120)}
+def group_symloop(env, ck):
+    rng = env.rng
+    src = env.path('src')
+    other = env.path('other')
+    os.makedirs(os.path.join(src, 'a', 'b'))
+    os.makedirs(other)
+    ml.write_file(os.path.join(src, 's.tar'), ml.tar_bytes([('m.txt', b'm\n')]))
+    ml.write_file(os.path.join(src, 'a', 'f.txt'), b'f\n')
+    ml.write_file(os.path.join(src, 'a', 'b', 'g.txt'), b'g\n')
+    ml.write_file(os.path.join(other, 'o.txt'), b'o\n')
+    os.symlink(other, os.path.join(src, 'ext'))
+    places = [('', ['.']), ('a', ['.', '..']), ('a/b', ['.', '..', '../..'])]
+    loops = []
+    for i in range(rng.randint(1, 3)):
+        where, targets = rng.choice(places)
+        name = os.path.join(where, 'loop%d' % i)
+        os.symlink(rng.choice(targets), os.path.join(src, name))
+        loops.append(name)
+    log('loops: %s' % loops)
+    want = sorted(['a', 'a/b', 'a/b/g.txt', 'a/f.txt', 'ext', 'ext/o.txt', 's', 's.tar',
+                   's/m.txt'])
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        got = []
+        for dp, dns, fns in os.walk(m.mnt):
+            rel = os.path.relpath(dp, m.mnt)
+            dns[:] = [d for d in dns if d != '.shardfs']
+            got += [os.path.normpath(os.path.join(rel, x)) for x in dns + fns]
+        ck.eq('the mount\'s tree (%d loop link%s)' % (len(loops), 's' if len(loops) > 1 else ''),
+              sorted(got), want)
+    text = ml.logs_under(env.path('cache'))
+    for name in loops:
+        ck.eq('log: warnings naming %s' % name,
+              text.count('source: %s is a link back to a directory on its own path (a loop): '
+                         'not followed' % name), 1)
+
+
+GROUPS = {'indexbuild': (group_indexbuild, 180), 'emptydirs': (group_emptydirs, 120),
+          'symloop': (group_symloop, 120)}
 
 
 if __name__ == '__main__':
