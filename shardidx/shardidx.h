@@ -133,6 +133,14 @@ const char *shardidx_builder_message(const struct shardidx_builder *b);
  * builder is freed. */
 const char *shardidx_builder_skipped(const struct shardidx_builder *b, uint32_t *count);
 
+/* The first member left out of ix, in the words shardidx_builder_skipped
+ * gave while it was built, byte for byte (the name as stored: any byte but
+ * NUL); "" when none was (info.skipped is 0). Saved with the index (since
+ * version 4), so a loaded index says what its build said. At most
+ * SHARDIDX_SKIPPED_MAX bytes. */
+#define SHARDIDX_SKIPPED_MAX 399
+const char *shardidx_skipped_first(const struct shardidx *ix);
+
 /* The first note about a field the parser read past as GNU tar does (a
  * pax mtime with no digits: ignored, the header's mtime used; one with
  * stray bytes after its number: read up to them), naming the member and

@@ -418,6 +418,10 @@ int shardidx_builder_finish(struct shardidx_builder *b, uint64_t stream_size, st
 	ix->damage = b->state == ST_DAMAGED ? b->err : 0;
 	ix->damage_off = b->state == ST_DAMAGED ? b->pos : 0;
 	ix->skipped = b->skipped;
+	if (b->skip[0] && !(ix->skip_first = strdup(b->skip))) {
+		r = -ENOMEM;
+		goto out;
+	}
 	*out = ix;
 	ix = NULL;
 out:

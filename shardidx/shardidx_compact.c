@@ -1,23 +1,26 @@
 /*
- * shardidx_compact.c — the compact index file (version 3): front-coded
- * blocks of entries read in place, their encoder, and a load that checks
- * every byte of them once.
+ * shardidx_compact.c — the compact index file (version 4; 3 is read):
+ * front-coded blocks of entries read in place, their encoder, and a load
+ * that checks every byte of them once.
  *
- * Format (version 3), all fixed-width integers little-endian:
+ * Format (version 4), all fixed-width integers little-endian:
  *   0   magic "SHRDIDX\0"
- *   8   u32 version (3), u32 header size (224)
+ *   8   u32 version (4), u32 header size (240)
  *   16  u64 checksum: FNV-1a 64 of the whole file with these 8 bytes zero
  *   24  u64 file length
  *   32  u32 nrecs, root_n, strs_len, nsparse, nsegs, nlinks, nsamples, identlen
  *   64  u64 stream_size, u64 end_off, i32 damage, u32 skipped, u64 damage_off
- *   96  8 x {u64 offset, u64 length}: ident, heads, blocks, dirs, strs,
- *       sparse, segs, links (each section 8-byte aligned, after the header)
+ *   96  9 x {u64 offset, u64 length}: ident, heads, blocks, dirs, strs,
+ *       sparse, segs, links, skip (each section 8-byte aligned, after the
+ *       header). Version 3: the same without skip (8 rows, header 224).
  * heads: one u32 per block of SHARDIDX__BLOCK (16) entries, the offset of
  * the block's first byte in the blocks section (the first is 0, they grow
  * strictly). dirs: one row per directory in entry order, u32 entry,
  * first_child, nchild, nsub (child directories); the child ranges follow
  * each other from root_n in row order and end at nrecs. strs: the symlink
- * targets, NUL-terminated. sparse, segs, links: version 2's rows.
+ * targets, NUL-terminated. sparse, segs, links: version 2's rows. skip:
+ * the first member left out (shardidx_skipped_first), its bytes without a
+ * NUL, at most SHARDIDX_SKIPPED_MAX; empty when none was.
  *
  * An entry in a block (varints are LEB128, zz() is a zigzag varint):
  *   varint shared, varint suffix_len, suffix bytes: the name is the first
@@ -55,6 +58,7 @@
 
 #define B	  SHARDIDX__BLOCK
 #define V3_HDR	  224u
+#define V4_HDR	  240u
 #define DIR_ROW	  16u
 #define TF_TYPE	  0x03u
 #define TF_MODE	  0x04u
@@ -68,7 +72,7 @@ _Thread_local uint64_t shardidx__ndecoded;
 /* The last load's id (shardidx.id): loads number their indexes from 1. */
 static _Atomic uint64_t last_id;
 
-enum { C_IDENT, C_HEADS, C_BLOB, C_DIRS, C_STRS, C_SPARSE, C_SEGS, C_LINKS, C_NSECT };
+enum { C_IDENT, C_HEADS, C_BLOB, C_DIRS, C_STRS, C_SPARSE, C_SEGS, C_LINKS, C_SKIP, C_NSECT };
 
 static int get_varint(const unsigned char **pp, const unsigned char *end, uint64_t *v)
 {
@@ -545,7 +549,7 @@ static uint64_t align8(uint64_t v)
 int shardidx__save_compact(const struct shardidx *ix, const void *ident, size_t identlen,
 			   void **buf, size_t *len)
 {
-	uint64_t sec_len[C_NSECT], sec_off[C_NSECT], total = V3_HDR;
+	uint64_t sec_len[C_NSECT], sec_off[C_NSECT], total = V4_HDR;
 	uint32_t nblocks = (uint32_t)((ix->nrecs + (uint64_t)B - 1) / B);
 	struct enc e = {0};
 	unsigned char *out;
@@ -562,6 +566,7 @@ int shardidx__save_compact(const struct shardidx *ix, const void *ident, size_t 
 	sec_len[C_SPARSE] = (uint64_t)ix->nsparse * 16;
 	sec_len[C_SEGS] = (uint64_t)ix->nsegs * 24;
 	sec_len[C_LINKS] = (uint64_t)ix->nlinks * 8;
+	sec_len[C_SKIP] = ix->skip_first ? strlen(ix->skip_first) : 0;
 	for (int s = 0; s < C_NSECT; s++) {
 		sec_off[s] = total;
 		total = align8(total + sec_len[s]);
@@ -575,14 +580,16 @@ int shardidx__save_compact(const struct shardidx *ix, const void *ident, size_t 
 	e.heads = out + sec_off[C_HEADS];
 	e.dirs = out + sec_off[C_DIRS];
 	e.strs = (char *)out + sec_off[C_STRS];
+	if (sec_len[C_SKIP])
+		memcpy(out + sec_off[C_SKIP], ix->skip_first, (size_t)sec_len[C_SKIP]);
 	r = encode(ix, &e);
 	if (r < 0) {
 		free(out);
 		return r;
 	}
 	shardidx__put_common(out, ix,
-			     &(struct shardidx__head){.version = 3,
-						      .hdr_size = V3_HDR,
+			     &(struct shardidx__head){.version = 4,
+						      .hdr_size = V4_HDR,
 						      .names_len = (uint32_t)e.strs_len,
 						      .total = total,
 						      .sec_off = sec_off,
@@ -606,7 +613,8 @@ static int section(const unsigned char *b, size_t len, int s, uint64_t count, ui
 {
 	uint64_t off = disk_le64_get(b + 96 + 16 * s), l = disk_le64_get(b + 104 + 16 * s);
 
-	if (off < V3_HDR || (off & 7) || off > len || l > len - off ||
+	/* after the header: its size (224 or 240) was checked against the version */
+	if (off < disk_le32_get(b + 12) || (off & 7) || off > len || l > len - off ||
 	    (elem && (count > UINT64_MAX / elem || l != count * elem)))
 		return -1;
 	*p = b + off;
@@ -845,6 +853,23 @@ int shardidx__load_compact(struct shardidx *ix, const unsigned char *b, size_t l
 	if (dirs_len / DIR_ROW > UINT32_MAX)
 		return -EBADMSG;
 	ix->names = (char *)(uintptr_t)sec[C_STRS];
+	if (disk_le32_get(b + 8) == 4) {
+		/* the first member left out: its bytes, no NUL, only when
+		 * members were left out (a version 3 file has none: loaded only
+		 * when skipped is 0, shardidx_save.c) */
+		uint64_t l;
+
+		if (section(b, len, C_SKIP, 0, 0, &sec[C_SKIP], &l) || l > SHARDIDX_SKIPPED_MAX ||
+		    (l && !ix->skipped) || memchr(sec[C_SKIP], 0, (size_t)l))
+			return -EBADMSG;
+		if (l) {
+			ix->skip_first = malloc((size_t)l + 1);
+			if (!ix->skip_first)
+				return -ENOMEM;
+			memcpy(ix->skip_first, sec[C_SKIP], (size_t)l);
+			ix->skip_first[l] = '\0';
+		}
+	}
 	ix->in_place = 1;
 	ix->buf_len = len;
 	if (SHARDIDX__IN_PLACE_HOST && ((uintptr_t)b & 7) == 0) {

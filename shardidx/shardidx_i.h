@@ -133,6 +133,9 @@ struct shardidx {
 	int damage;
 	uint64_t damage_off;
 	uint32_t skipped;
+	/* shardidx_skipped_first: a heap copy (a loaded one too: the file
+	 * may be rewritten in place), NULL when skipped is 0 */
+	char *skip_first;
 	uint64_t file_sum; /* loaded: the checksum in its file's header; built: 0 */
 };
 
@@ -379,7 +382,7 @@ struct shardidx_builder {
 	uint32_t skipped;
 	char msg[160];
 	/* The first member left out, as shardidx_builder_skipped says it */
-	char skip[400];
+	char skip[SHARDIDX_SKIPPED_MAX + 1];
 	/* Fields read past (a malformed pax mtime): how many; the first one
 	 * as shardidx_builder_note says it; the current member's first one,
 	 * until shardidx__member_done names the member in note. */

@@ -158,7 +158,8 @@ size_t shardidx__mem_bytes(const struct shardidx *ix)
 			(size_t)ix->nlinks * sizeof(*ix->links);
 	size_t arrays = (size_t)ix->nrecs * sizeof(*ix->recs) + ix->names_len + tables;
 
-	return sizeof(*ix) + (ix->in_place ? (ix->tables_heap ? tables : 0) : arrays) +
+	return sizeof(*ix) + (ix->skip_first ? strlen(ix->skip_first) + 1 : 0) +
+	       (ix->in_place ? (ix->tables_heap ? tables : 0) : arrays) +
 	       (atomic_load(&((struct shardidx *)ix)->samples)
 		    ? (size_t)ix->nsamples * sizeof(uint32_t)
 		    : 0);
@@ -178,6 +179,7 @@ void shardidx_free(struct shardidx *ix)
 		free(ix->links);
 	}
 	free(ix->samples);
+	free(ix->skip_first);
 	if (ix->release)
 		ix->release(ix->release_arg);
 	free(ix);
@@ -200,6 +202,11 @@ void shardidx_get_info(const struct shardidx *ix, struct shardidx_info *info)
 uint32_t shardidx_count(const struct shardidx *ix)
 {
 	return ix->nrecs;
+}
+
+const char *shardidx_skipped_first(const struct shardidx *ix)
+{
+	return ix->skip_first ? ix->skip_first : "";
 }
 
 uint64_t shardidx_file_sum(const struct shardidx *ix)

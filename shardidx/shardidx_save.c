@@ -2,13 +2,16 @@
  * shardidx_save.c — the index file format: save, and a load that trusts
  * nothing.
  *
- * Two versions are read: 3, the compact file every save writes
- * (shardidx_compact.c has its layout), and 2, the fixed-width records of
- * earlier releases, read in place as they are (a cache directory of an
- * older release keeps working; it is not rewritten). SHARDFS_INDEX_VERSION=2
- * in the environment makes save write version 2: a hook for the
- * benchmark that measures both side by side (tests/bench/index_bench.sh),
- * not an option.
+ * Three versions are read: 4, the compact file every save writes
+ * (shardidx_compact.c has its layout), 3, the same without the first
+ * member left out, and 2, the fixed-width records of earlier releases,
+ * read in place as they are (a cache directory of an older release keeps
+ * working; it is not rewritten). Versions 2 and 3 cannot name the first
+ * member left out: a file of theirs that counts members left out is
+ * -EPROTO (built again; check_file). SHARDFS_INDEX_VERSION=2 in the
+ * environment makes save write version 2 for an index without members
+ * left out: a hook for the benchmark that measures both side by side
+ * (tests/bench/index_bench.sh), not an option.
  *
  * Format (version 2), all integers little-endian, fixed width:
  *   0   magic "SHRDIDX\0"
@@ -47,8 +50,10 @@
 #define MAGIC	    "SHRDIDX"
 #define VERSION	    2u /* 2: the sample table is no longer stored */
 #define VERSION_C   3u /* 3: compact (shardidx_compact.c) */
+#define VERSION_S   4u /* 4: compact with the first member left out */
 #define HDR_SIZE    208u
 #define HDR_SIZE_C  224u
+#define HDR_SIZE_S  240u
 #define NSECT	    7
 #define REC_SIZE    32u
 #define SPARSE_SIZE 16u
@@ -214,7 +219,9 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
 
 	if (!ix || !buf || !len || (identlen && !ident) || identlen > UINT32_MAX)
 		return -EINVAL;
-	if (v && strcmp(v, "2") == 0)
+	/* version 2 cannot say which member was left out: such an index is
+	 * saved as version 4 whatever the hook says */
+	if (v && strcmp(v, "2") == 0 && ix->skipped == 0)
 		return save_v2(ix, ident, identlen, buf, len);
 	return shardidx__save_compact(ix, ident, identlen, buf, len);
 }
@@ -467,8 +474,11 @@ static void *alloc_n(uint64_t n, size_t elem)
 	return calloc(n ? (size_t)n : 1, elem);
 }
 
-/* Magic, version (2 or 3), header size, length and checksum of the file
- * in b[0..len): 0, -EBADMSG or -EPROTO. */
+/* Magic, version (2, 3 or 4), header size, length and checksum of the
+ * file in b[0..len): 0, -EBADMSG or -EPROTO. A file of version 2 or 3 does
+ * not hold the first member left out (shardidx_skipped_first): one that
+ * counts members left out is -EPROTO (the caller builds the index again,
+ * which names that member); one that counts none says all a build would. */
 static int check_file(const unsigned char *b, size_t len)
 {
 	uint32_t v, hs;
@@ -476,12 +486,14 @@ static int check_file(const unsigned char *b, size_t len)
 	if (!b || len < 12 || memcmp(b, MAGIC, 8) != 0)
 		return -EBADMSG;
 	v = disk_le32_get(b + 8);
-	if (v != VERSION && v != VERSION_C)
+	if (v != VERSION && v != VERSION_C && v != VERSION_S)
 		return -EPROTO;
-	hs = v == VERSION ? HDR_SIZE : HDR_SIZE_C;
+	hs = v == VERSION ? HDR_SIZE : v == VERSION_C ? HDR_SIZE_C : HDR_SIZE_S;
 	if (len < hs || disk_le32_get(b + 12) != hs || disk_le64_get(b + 24) != len ||
 	    disk_le64_get(b + 16) != shardidx__file_sum(b, len))
 		return -EBADMSG;
+	if (v != VERSION_S && disk_le32_get(b + 84) != 0)
+		return -EPROTO;
 	return 0;
 }
 
@@ -526,7 +538,7 @@ static int read_header(const unsigned char *b, size_t len, const void *ident, si
 	ix->skipped = disk_le32_get(b + 84);
 	ix->damage_off = disk_le64_get(b + 88);
 	ix->file_sum = disk_le64_get(b + 16);
-	if (disk_le32_get(b + 8) == VERSION_C)
+	if (disk_le32_get(b + 8) != VERSION)
 		return 1; /* shardidx__load_compact reads the sections */
 	if (section(b, len, SEC_RECS, ix->nrecs, REC_SIZE, &s[SEC_RECS]) ||
 	    section(b, len, SEC_NAMES, ix->names_len, 1, &s[SEC_NAMES]) ||

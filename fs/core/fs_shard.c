@@ -77,16 +77,13 @@ static int shard_ident(const struct fs_obj *o, int codec, char *buf, size_t size
  * (a malformed pax mtime): one log line for the shard, when its index is
  * built (a saved index is not logged again), naming the first such member
  * and what was ignored. Not damage: the members' bytes are not in doubt.
- * Members left out: the first one named with why (their count is logged
- * with the index's counts by shard_account, at every load). */
+ * Members left out are logged by shard_account at every load, the first
+ * one named with why (the index keeps it: shardidx_skipped_first). */
 static void shard_build_note(const struct fs_obj *o, const struct shardidx_builder *b)
 {
 	uint32_t n;
-	const char *skip = shardidx_builder_skipped(b, NULL);
 	const char *note = shardidx_builder_note(b, &n);
 
-	if (skip[0])
-		fs_log(FS_LOG_WARN, "shard %s: the first member left out: %s", o->key, skip);
 	if (!note[0])
 		return;
 	if (n > 1)
@@ -175,6 +172,9 @@ static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx
 		       o->key, info.damage_off, strerror(-info.damage));
 	if (info.damage < 0 || derr < 0)
 		fs->c.damaged_shards++;
+	if (shardidx_skipped_first(ix)[0])
+		fs_log(FS_LOG_WARN, "shard %s: the first member left out: %s", o->key,
+		       shardidx_skipped_first(ix));
 	if (info.skipped)
 		fs_log(FS_LOG_WARN,
 		       "shard %s: %u %s left out (unsafe names, special files, or a file or "

@@ -4,7 +4,7 @@ indexed by shardidx_dump and compared, entry by entry, with what GNU tar
 extracts from them; plus hostile names, damaged archives and fuzzing.
 
 Usage: test_shardidx.py --dump PATH/TO/shardidx_dump TEST
-TEST: formats | sparse | names | damage | compat | fuzz | idxfuzz | all
+TEST: formats | sparse | names | damage | compat | fuzz | idxfuzz | leftout | all
 Standard library only. Prints the seed of every random choice.
 """
 import argparse
@@ -430,6 +430,72 @@ def test_names(work, rnd):
     print("names: ok (%d entries, %d skipped)" % (len(lst), info["skipped"]))
 
 
+def test_leftout(work, rnd):
+    """Seeded shards with members left out (a '..' component, a component over 255 bytes, a
+    name of any bytes, devices, FIFOs, a hardlink to nothing earlier): the first one left out,
+    as the builder says it, is what the index says after a save and a load, byte for byte
+    (shardidx_dump's skip_built, skip_loaded; its roundtrip checks the three loads too), and
+    it names that member as stored with the reason."""
+    reasons = {"dotdot": b"member at offset %d left out: name with a '..' component",
+               "long": b"member at offset %d left out: name component longer than 255 bytes",
+               "dev": b"device or fifo at offset %d left out",
+               "link": b"member at offset %d left out: hardlink to a name not earlier in the "
+                       b"archive"}
+    nleft = nsaid = 0
+    for k in range(40):
+        a = os.path.join(work, "left%d.tar" % k)
+        bio = io.BytesIO()
+        first = None
+        nout = 0
+        with tarfile.open(fileobj=bio, mode="w", format=rnd.choice(
+                [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT]), encoding="utf-8",
+                errors="surrogateescape") as tf:
+            for j in range(rnd.randint(1, 10)):
+                off = bio.tell()
+                kind = rnd.choice(["ok", "ok", "dotdot", "long", "dev", "link"])
+                raw = bytes(rnd.choice(b"ab\xe9\xff\n ") for _ in range(rnd.randint(1, 5)))
+                if kind == "dotdot":
+                    name = rnd.choice([b"../" + raw, b"d/../../" + raw, raw + b"/../.."])
+                elif kind == "long":
+                    name = b"d%d/" % j + b"L" * rnd.randint(256, 420) + raw
+                elif kind == "link":
+                    name = b"h%d" % j + raw
+                else:
+                    name = b"m%d_" % j + raw
+                ti = tarfile.TarInfo(name.decode("utf-8", "surrogateescape"))
+                ti.mtime = 1_700_000_000
+                if kind == "dev":
+                    ti.type = rnd.choice([tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE])
+                elif kind == "link":
+                    ti.type = tarfile.LNKTYPE
+                    ti.linkname = "later%d" % j
+                data = b"x" * rnd.randint(0, 700) if kind in ("ok", "dotdot", "long") else b""
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data) if data else None)
+                if kind != "ok":
+                    nout += 1
+                    if first is None:
+                        first = (name, kind, off)
+        with open(a, "wb") as f:
+            f.write(bio.getvalue())
+        ents, info, samples, lst = dump(a)
+        built, loaded = bytes.fromhex(info["skip_built"]), bytes.fromhex(info["skip_loaded"])
+        check(info["skipped"] == nout, "%s: skipped %d, want %d" % (a, info["skipped"], nout))
+        check(loaded == built, "%s: loaded %r, built %r" % (a, loaded, built))
+        if first is None:
+            check(built == b"", "%s: nothing left out, yet %r" % (a, built))
+            continue
+        nleft += 1
+        name, kind, off = first
+        said = name[:200] + (b"..." if len(name) > 200 else b"")
+        want = b"'" + said + b"': " + reasons[kind] % off
+        if check(built == want, "%s: first left out %r, want %r" % (a, built, want)):
+            nsaid += 1
+    check(nleft >= 20, "only %d of 40 shards left a member out" % nleft)
+    print("leftout: ok (%d shards with members left out, each named byte for byte after a "
+          "save and a load)" % nsaid)
+
+
 def hardlinks_to_symlinks(work):
     """A hardlink to a symlink is another symlink with its target's link, mode and mtime, also
     when its own entry is the one that grows the index's table of entries (16, 32, 64): the
@@ -745,16 +811,25 @@ def test_fuzz(work, rnd):
 # file (shardidx_dump's section_name), so a damaged index is known to be refused at load
 # whichever part of it is hit.
 IDX_SECTIONS = {
-    3: {"header", "section table", "ident", "heads", "blocks", "dirs", "strs", "sparse", "segs",
-        "links"},
+    4: {"header", "section table", "ident", "heads", "blocks", "dirs", "strs", "sparse", "segs",
+        "links", "skip"},
     2: {"header", "section table", "ident", "recs", "names", "sparse", "segs", "links"},
 }
 
 
 def test_idxfuzz(work, rnd):
     files = fuzz_inputs(work, rnd)
-    flipped = {3: set(), 2: set()}
-    for f in (files[0], files[4], files[7]):
+    flipped = {4: set(), 2: set()}
+    # and a shard with members left out: its first one is the skip section
+    hostile = os.path.join(work, "fzleft.tar")
+    with tarfile.open(hostile, "w", format=tarfile.GNU_FORMAT) as tf:
+        for name, typ in (("ok.txt", tarfile.REGTYPE), ("../up.txt", tarfile.REGTYPE),
+                          ("dev/c", tarfile.CHRTYPE), ("b.txt", tarfile.REGTYPE)):
+            ti = tarfile.TarInfo(name)
+            ti.type = typ
+            ti.size = 5 if typ == tarfile.REGTYPE else 0
+            tf.addfile(ti, io.BytesIO(b"hello") if ti.size else None)
+    for f in (files[0], files[4], files[7], hostile):
         seed = rnd.randrange(2**63)
         p = subprocess.run([DUMP, "--idxfuzz", str(seed), f], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out = p.stdout.decode(errors="replace")
@@ -771,11 +846,12 @@ def test_idxfuzz(work, rnd):
         check(want <= flipped[v], "idxfuzz: version %d sections never flipped: %s" % (
             v, ", ".join(sorted(want - flipped[v]))))
     print("idxfuzz: flips rejected in every section: %s" % "; ".join(
-        "version %d: %s" % (v, ", ".join(sorted(flipped[v]))) for v in (3, 2)))
+        "version %d: %s" % (v, ", ".join(sorted(flipped[v]))) for v in (4, 2)))
 
 
 TESTS = {"formats": test_formats, "sparse": test_sparse, "names": test_names, "damage": test_damage,
-         "compat": test_compat, "fuzz": test_fuzz, "idxfuzz": test_idxfuzz}
+         "compat": test_compat, "fuzz": test_fuzz, "idxfuzz": test_idxfuzz,
+         "leftout": test_leftout}
 
 
 def main():

@@ -1,11 +1,11 @@
 /*
  * test_idxcursor.c — the per-thread cursors of shardidx_entry_get and
- * shardidx_map on compact indexes (version 3, shardidx_index.c).
+ * shardidx_map on compact indexes (versions 3 and 4, shardidx_index.c).
  *
  *  - seeded random shards (IDXCURSOR_SEED, IDXCURSOR_ROUNDS): sizes around
  *    the blocks of 16 entries and random ones, nested directories, names
  *    sharing prefixes, symlinks, hardlinks, explicit and implied
- *    directories, modes and mtimes; each saved as version 3 and loaded
+ *    directories, modes and mtimes; each saved as version 4 and loaded
  *    twice. Every entry read from a loaded index, in every order the
  *    daemon reads them (in order, a listing's name then its attributes,
  *    then the canon of a hardlink, the same entry again, forward jumps in
@@ -82,7 +82,7 @@ static void random_shard(uint64_t *s, uint32_t n, struct tarw *t)
 
 struct shard {
 	struct shardidx *ref;	/* built from the tar: flat records, no cursor */
-	struct shardidx *v3[2]; /* its version 3 file, loaded twice */
+	struct shardidx *v3[2]; /* its version 4 file, loaded twice */
 	void *blob;
 	size_t blob_len;
 	uint32_t n;
@@ -103,7 +103,7 @@ static struct shardidx *load_v3(const struct shard *sh)
 		FAIL("load: %d", err);
 	shardidx_get_info(ix, &inf);
 	if (inf.in_place_bytes == 0)
-		FAIL("the version 3 file was not read in place (not compact?)");
+		FAIL("the version 4 file was not read in place (not compact?)");
 	return ix;
 }
 
@@ -123,8 +123,8 @@ static void shard_make(struct shard *sh, const struct tarw *t)
 	err = shardidx_save(sh->ref, "id", 2, &sh->blob, &sh->blob_len);
 	if (err)
 		FAIL("save: %d", err);
-	if (sh->blob_len < 12 || ((unsigned char *)sh->blob)[8] != 3)
-		FAIL("the file saved is not version 3");
+	if (sh->blob_len < 12 || ((unsigned char *)sh->blob)[8] != 4)
+		FAIL("the file saved is not version 4 (compact)");
 	sh->n = shardidx_count(sh->ref);
 	sh->v3[0] = load_v3(sh);
 	sh->v3[1] = load_v3(sh);

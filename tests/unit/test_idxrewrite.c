@@ -6,7 +6,7 @@
  *
  * Seeded random shards (IDXREWRITE_SEED, IDXREWRITE_ROUNDS): files,
  * old GNU sparse files, symlinks, hardlinks, nested explicit and implied
- * directories; each saved as version 3 and as version 2, loaded in place
+ * directories; each saved as version 4 and as version 2, loaded in place
  * from a heap buffer (so the ASan build sees every byte read past a
  * section's end) and once mapped from a file (MAP_SHARED, as the cache's
  * index files are, rewritten through write(2)), then rewritten in place:
@@ -295,11 +295,16 @@ int main(void)
 		    shardidx_builder_finish(bld, t.len, &ref))
 			FAIL("building round %d's index", r);
 		n = shardidx_count(ref);
-		for (int ver = 3; ver >= 2; ver--) {
+		for (int ver = 4; ver >= 2; ver -= 2) { /* 4: the compact file, 2: the old */
 			void *file;
 			size_t len;
 
-			setenv("SHARDFS_INDEX_VERSION", ver == 3 ? "3" : "2", 1);
+			struct shardidx_info ri;
+
+			shardidx_get_info(ref, &ri);
+			if (ver == 2 && ri.skipped)
+				continue; /* version 2 cannot name a member left out: saved as 4 */
+			setenv("SHARDFS_INDEX_VERSION", ver == 4 ? "4" : "2", 1);
 			if (shardidx_save(ref, "id", 2, &file, &len))
 				FAIL("save");
 			if (((unsigned char *)file)[8] != ver)
