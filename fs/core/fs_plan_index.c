@@ -19,8 +19,16 @@
  * finds them loaded. A shard whose build fails is left to that pass, which
  * meets the same error and counts the path missing as before.
  *
- * The layout of shard directories only: in --layout imagefolder the root's
- * names are classes, found from every index (fs_if_build.c builds them).
+ * In --layout imagefolder a line is CLASS/FILE, looked up in the view
+ * (the view's names: no index is read) to the shard FILE is a member of.
+ * The view itself needs every shard's index, but the mount builds it
+ * before it serves (fs_if_view.c's prepare: IF_THREADS builds), so a
+ * plan never waits for that here; a mount that mapped a saved view has
+ * loaded no index, and the shards a plan's files are in are then loaded
+ * (built, where the cache directory holds no usable copy) here, several
+ * at once, instead of one by one as the lines are resolved. (A view
+ * dropped since, e.g. by a refresh, is built again by the pass's first
+ * lookup, with every index, as any lookup builds it.)
  * What it does not do: index a shard no line names; look past a line's
  * first shard directory (a shard inside a shard is no path).
  *
@@ -40,7 +48,9 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "fs_if_i.h"
 #include "fs_plan_i.h"
+#include "fs_view.h"
 
 /* Index builds at once at most: each streams one shard on one connection. */
 #define PLAN_INDEX_THREADS 16u
@@ -59,6 +69,8 @@ struct index_ahead {
 	 * that begins with the same ones needs no lookup */
 	char prefix[PATH_MAX + 1];
 	size_t plen; /* 0: none */
+	/* a line's shard noted: line_shard, line_if_shard (the layout's) */
+	int (*line)(struct index_ahead *ia, const char *path, size_t len);
 };
 
 /* Note shard a (not loaded, not noted yet). */
@@ -118,6 +130,34 @@ static int line_shard(struct index_ahead *ia, const char *path, size_t len)
 	return 0;
 }
 
+/* Line path[0..len) of a --layout imagefolder mount: its components
+ * looked up in the view (the layout's own lookup: names only, no
+ * attributes, so no shard's index is read) down to a file; its shard
+ * noted. */
+static int line_if_shard(struct index_ahead *ia, const char *path, size_t len)
+{
+	char comp[NAME_MAX + 1];
+	uint64_t ino = 1;
+	size_t i = 0;
+
+	for (size_t clen; (clen = fs_path_comp(path, len, &i)) > 0; i += clen + 1) {
+		const struct fs_view *v = fs_view_of(ia->fs, ino);
+		uint64_t next = 0;
+
+		if (clen > NAME_MAX || !v || !v->lookup)
+			return 0;
+		memcpy(comp, path + i, clen);
+		comp[clen] = '\0';
+		if (memchr(comp, '\0', clen) || v->lookup(ia->fs, ino, comp, clen, &next) < 0 ||
+		    !next)
+			return 0;
+		ino = next;
+		if (fs_ino_kind(ino) == FS_K_IFFILE)
+			return i + clen == len ? note_shard(ia, fs_ino_a(ino)) : 0;
+	}
+	return 0;
+}
+
 /* The first pass: every line's shard noted. 0, or a read error, -ENOMEM. */
 static int scan_file(struct index_ahead *ia, int fd)
 {
@@ -156,7 +196,7 @@ static int scan_file(struct index_ahead *ia, int fd)
 			i = j;
 			if (nl) {
 				if (!overlong)
-					err = line_shard(ia, line, ll);
+					err = ia->line(ia, line, ll);
 				ll = 0;
 				overlong = 0;
 				i++;
@@ -164,7 +204,7 @@ static int scan_file(struct index_ahead *ia, int fd)
 		}
 	}
 	if (err == 0 && ll && !overlong)
-		err = line_shard(ia, line, ll);
+		err = ia->line(ia, line, ll);
 out:
 	free(buf);
 	free(line);
@@ -219,8 +259,9 @@ int fs_plan__index_ahead(struct fs *fs, int fd, const struct fs_op_stop *stop)
 	unsigned nt, started = 0;
 	int err;
 
-	if (fs->cfg.layout != FS_LAYOUT_SHARDS || fs->nshards == 0)
+	if (fs->nshards == 0)
 		return 0;
+	ia.line = fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER ? line_if_shard : line_shard;
 	ia.nseen = fs->nshards;
 	ia.seen = calloc((ia.nseen + 7) / 8, 1);
 	if (!ia.seen)

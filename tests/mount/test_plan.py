@@ -67,6 +67,12 @@ GROUP:
              and the bytes of each; the CLI's exact stdout and exit status, progress on stderr
   interrupt  a plan file of 8 M lines whose sender gets SIGINT while the daemon reads it: the
              daemon stops reading (the request interrupted), answers EINTR, publishes nothing
+  indexahead-if  --layout imagefolder: a cold mount builds every index for its view before it
+             serves, so a plan indexes nothing (plan_index_wanted 0); a remount maps the saved
+             view and loads no index: its plan loads exactly the shards its files are in, several
+             at once (plan_index_wanted, plan_index_done, index_loaded 5 of 8), and with their
+             index files removed from the cache directory builds them (index_built 5); each
+             plan the same paths, missing, bytes and FNV as on the cold mount
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -1507,10 +1513,82 @@ def group_indexahead(env, ck):
         emu.stop()
 
 
+def group_indexahead_if(env, ck):
+    """See the module's doc: the plan's index pass under --layout imagefolder. Before it
+    (the pass did nothing in this layout): the remounts' plan_index_wanted/_done are 0: 2
+    checks fail (the resolving pass then loads or builds the same shards, one by one)."""
+    src, cache = env.path('src'), env.path('cache')
+    os.makedirs(src)
+    for s in range(8):
+        with tarfile.open(os.path.join(src, 'shard-%06d.tar' % s), 'w') as tf:
+            for k in range(6):
+                for ext, data in (('cls', b'%d' % env.rng.randint(0, 2)),
+                                  ('jpg', bytes(env.rng.getrandbits(8)
+                                                for _ in range(env.rng.randint(100, 3000))))):
+                    ti = tarfile.TarInfo('s%d_%03d.%s' % (s, k, ext))
+                    ti.size = len(data)
+                    ti.mtime = 1700000000
+                    tf.addfile(ti, io.BytesIO(data))
+    named = sorted(env.rng.sample(range(8), 5))
+    opts = ['--layout', 'imagefolder', '--class-from', 'cls']
+    pf = env.path('plan.txt')
+
+    def plan(m, label):
+        st0 = m.stats()
+        r = env.run([env.shardfs, 'plan', m.mnt, pf, '--name', 'p'])
+        st = m.stats()
+        ck.eq('%s: plan rc' % label, r.returncode, 0)
+        got = plans(m.mnt).get('p') or {}
+        log('%s: %s %r' % (label, r.stdout.decode().strip(), got))
+        return st0, st, tuple(got.get(k) for k in ('paths', 'missing', 'bytes', 'fnv'))
+
+    with ml.Mount(env, src, cache_dir=cache, extra=opts) as m:
+        lines, data = [], {}
+        for c in sorted(os.listdir(m.mnt)):
+            for f in sorted(os.listdir(os.path.join(m.mnt, c))):
+                if int(f[1:f.index('_')]) in named:
+                    lines.append('%s/%s' % (c, f))
+                    data[lines[-1]] = ml.read_all(os.path.join(m.mnt, c, f))
+        env.rng.shuffle(lines)
+        with open(pf, 'w') as f:
+            f.write(''.join(x + '\n' for x in lines + ['nope/x.jpg', lines[0] + '.no']))
+        st0, st, cold = plan(m, 'cold')
+        ck.eq('cold: index_built by the mount', st0['index_built'], 8)
+        ck.eq('cold: plan_index_wanted, plan_index_done', (st.get('plan_index_wanted'),
+              st.get('plan_index_done')), (0, 0))
+        ck.eq('cold: paths, missing', cold[:2], (len(lines), 2))
+    for label, remove in (('warm', False), ('no index files', True)):
+        if remove:
+            gone = 0
+            for d, _, files in os.walk(cache):
+                for f in files:
+                    with open(os.path.join(d, f), 'rb') as fh:
+                        idx = fh.read(8) == b'SHRDIDX\0'
+                    if idx:
+                        os.unlink(os.path.join(d, f))
+                        gone += 1
+            ck.eq('index files removed', gone, 8)
+        with ml.Mount(env, src, cache_dir=cache, extra=opts) as m:
+            st0, st, got = plan(m, label)
+            ck.eq('%s: index_built, index_loaded at the mount' % label,
+                  (st0['index_built'], st0['index_loaded']), (0, 0))
+            ck.eq('%s: plan_index_wanted, plan_index_done' % label,
+                  (st.get('plan_index_wanted'), st.get('plan_index_done')), (5, 5))
+            ck.eq('%s: index_built, index_loaded by the plan' % label,
+                  (st['index_built'], st['index_loaded']), (5, 0) if remove else (0, 5))
+            ck.eq('%s: paths, missing, bytes, fnv as on the cold mount' % label, got, cold)
+            ck.eq('%s: imagefolder_view_loaded, imagefolder_view_rejected' % label,
+                  (st.get('imagefolder_view_loaded'), st.get('imagefolder_view_rejected')),
+                  (1, 0))
+            wrong = [x for x in lines if ml.read_all(os.path.join(m.mnt, x)) != data[x]]
+            ck.eq('%s: files read with other bytes' % label, wrong, [])
+
+
 GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
           'ahead': group_ahead, 'coalesce': group_coalesce, 'nextuse': group_nextuse,
           'lookahead': group_lookahead, 'pieces': group_pieces, 'partread': group_partread,
-          'inside': group_inside, 'interrupt': group_interrupt, 'indexahead': group_indexahead}
+          'inside': group_inside, 'interrupt': group_interrupt, 'indexahead': group_indexahead,
+          'indexahead-if': group_indexahead_if}
 
 
 def main():
