@@ -13,9 +13,11 @@
  * a chunk at a time); E2 reads every 100 KB sample once in a shuffled order (seed 1: random misses
  * that would evict fill only their units, evicted a few units at a time, as a shuffled or planned
  * epoch's); E3 (with EB_PLAN: a tree with cachetier_plan_done) reads E2's samples in E2's order
- * as a plan does (each marked at its place in the order just before its read, read by the plan
- * after it: its units then needed by no plan, the units a planned epoch's evictions take first,
- * and the only ones an eviction's longer punches take ahead of their turn). Process CPU (user +
+ * as a planned epoch does (every sample marked first at its place in the order, the plan's
+ * position moved as it reads, each sample read by the plan after its read, its units shared with
+ * a neighbour not read yet marked again for it: the others are then needed by no plan, the units
+ * a planned epoch's evictions take first, and the only ones an eviction's longer punches take
+ * ahead of their turn). Process CPU (user +
  * system) per side is measured by getrusage; the row is the
  * difference per GiB evicted, median of RUNS runs. The difference holds all the smaller
  * cache costs more or less: eviction, but also E2's extra fill requests (a random miss that
@@ -114,6 +116,9 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 	struct cachetier_obj *objs[NOBJ];
 	uint64_t sizes[NOBJ], *order = NULL;
 	size_t norder = 0;
+#ifdef EB_PLAN
+	size_t *pos = NULL, per; /* E3: each sample's place in the order */
+#endif
 	struct cachetier_config cc = {0};
 	struct cachetier_stats st;
 	struct cachetier *ct;
@@ -158,6 +163,26 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 	}
 	if (random)
 		order = samples(sizes[0], &norder);
+#ifdef EB_PLAN
+	/* E3: the whole epoch marked first, as the scheduler's plan marks
+	 * its lookahead: each sample at its place in the order */
+	per = (size_t)((sizes[0] + SAMPLE - 1) / SAMPLE);
+	if (random == 2) {
+		pos = malloc(norder * sizeof(*pos));
+		if (!pos)
+			exit(1);
+		cachetier_plan_now(ct, 0);
+		for (size_t k = 0; k < norder; k++) {
+			int i = (int)(order[k] >> 48);
+			uint64_t off = order[k] & ((1ull << 48) - 1);
+
+			pos[(size_t)i * per + off / SAMPLE] = k;
+			cachetier_plan_mark(objs[i], off,
+					    off + SAMPLE <= sizes[i] ? SAMPLE : sizes[i] - off,
+					    (uint32_t)k);
+		}
+	}
+#endif
 #ifdef EB_LOOKED
 	if (getenv("EVICT_BENCH_VERIFY") && atoi(getenv("EVICT_BENCH_VERIFY")))
 		cachetier_evict_verify(ct, 1, NULL);
@@ -181,17 +206,26 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 		ssize_t r;
 
 #ifdef EB_PLAN
-		if (random == 2) { /* E3: the plan's mark, at its place */
+		if (random == 2) /* E3: the plan's place */
 			cachetier_plan_now(ct, (uint32_t)k);
-			cachetier_plan_mark(objs[i], off, len, (uint32_t)k);
-		}
 #endif
 		r = cachetier_obj_pread(objs[i], buf, len, off);
 #ifdef EB_PLAN
-		if (random == 2) { /* ... and its read: needed by no plan now */
-			uint64_t lo, hi;
+		if (random == 2) { /* ... its read: needed by no plan now, but for
+				    * units its neighbours not read yet share */
+			uint64_t lo, hi, j = off / SAMPLE;
 
 			cachetier_plan_done(objs[i], off, len, &lo, &hi);
+			for (int d = -1; d <= 1; d += 2) {
+				uint64_t nj = j + (uint64_t)(int64_t)d, noff = nj * SAMPLE;
+
+				if ((d < 0 && j == 0) || noff >= sizes[i] || pos[i * per + nj] <= k)
+					continue;
+				cachetier_plan_mark(objs[i], noff,
+						    noff + SAMPLE <= sizes[i] ? SAMPLE
+									      : sizes[i] - noff,
+						    (uint32_t)pos[i * per + nj]);
+			}
 		}
 #endif
 		if (r != (ssize_t)len) {
@@ -200,6 +234,9 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 		}
 	}
 	free(order);
+#ifdef EB_PLAN
+	free(pos);
+#endif
 	for (int i = 0; i < NOBJ; i++)
 		cachetier_obj_unref(objs[i]);
 	memset(&st, 0, sizeof(st));
