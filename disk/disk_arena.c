@@ -158,3 +158,34 @@ void disk_arena_fini(struct disk_arena *a)
 	a->nfree = 0;
 	a->chunks = 0;
 }
+
+void disk_arena_prefault(void *p, size_t n)
+{
+#ifdef MADV_POPULATE_WRITE
+	if (n)
+		(void)madvise(p, n, MADV_POPULATE_WRITE); /* EINVAL before 5.14: faults later */
+#else
+	(void)p;
+	(void)n;
+#endif
+}
+
+void *disk_arena_map(size_t size)
+{
+	size_t span = size >= DISK_ARENA_CHUNK ? size + DISK_ARENA_CHUNK : size, head = 0;
+	char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		return NULL;
+	if (span > size) {
+		/* the aligned size bytes inside the span; the rest unmapped */
+		head = (DISK_ARENA_CHUNK - (uintptr_t)m % DISK_ARENA_CHUNK) % DISK_ARENA_CHUNK;
+		if (head)
+			munmap(m, head);
+		if (span - head - size)
+			munmap(m + head + size, span - head - size);
+		(void)madvise(m + head, size, MADV_HUGEPAGE);
+	}
+	disk_arena_prefault(m + head, size);
+	return m + head;
+}

@@ -9,7 +9,9 @@
  * Under ASan a pooled block's bytes are poisoned (but its first pointer,
  * the pool's link).
  *
- * Users: the fill sinks' buffers (cachetier_write.c). The arena has no
+ * Users: the fill sinks' buffers (cachetier_write.c); the stage's span
+ * buffers are mappings of their own, pre-faulted (disk_arena_map). The
+ * arena has no
  * lock of its own: its owner's lock serializes every call but
  * disk_arena_chunk_map and disk_arena_chunk_unmap, which are the only
  * system calls, so an owner may run them with its lock released.
@@ -51,5 +53,16 @@ void *disk_arena_give(struct disk_arena *a, void *blk);
 void disk_arena_chunk_unmap(void *chunk);
 /* Every chunk unmapped; every block must be back. */
 void disk_arena_fini(struct disk_arena *a);
+
+/* A buffer of its own mapping, for sizes no arena's block fits (the
+ * stage's spans): size bytes (a page multiple), at a 2 MiB-aligned
+ * address madvise'd MADV_HUGEPAGE when it is 2 MiB or more, its pages
+ * faulted in with one call (MADV_POPULATE_WRITE: no trap a page when
+ * it is first written; a kernel without it faults them as they are
+ * touched); NULL: out of memory. disk_arena_prefault: bytes [p, p + n)
+ * of a mapping faulted in so (a grown mapping's new pages); unmapped
+ * with munmap. */
+void *disk_arena_map(size_t size);
+void disk_arena_prefault(void *p, size_t n);
 
 #endif

@@ -11,7 +11,10 @@
  * than a page below 8 pages); a span takes a free buffer of its class,
  * else one of another class resized (mremap: the nearest bigger class
  * first, shrunk without a fault, else the nearest smaller, grown: only
- * its new pages fault), else a fresh mapping. A buffer's size is always
+ * its new pages fault), else a fresh mapping. A fresh mapping and a grown
+ * one's new pages are faulted in with one call (disk_arena_map,
+ * disk_arena_prefault: MADV_POPULATE_WRITE), not a trap a page at the
+ * store's first write. A buffer's size is always
  * its span's class's: the stage's memory does not depend on which
  * buffers were free. A free buffer keeps its class
  * and the next free one of that class in its first bytes (the pool keeps
@@ -33,6 +36,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "disk_arena.h"
 #include "fetch_i.h"
 
 #define PAGE 4096u
@@ -109,12 +113,14 @@ void *fetch__stagebuf_map(void *buf, size_t has, size_t size)
 		return buf;
 	if (buf) {
 		p = mremap(buf, has, size, MREMAP_MAYMOVE);
-		if (p != MAP_FAILED)
+		if (p != MAP_FAILED) {
+			if (size > has) /* grown: its new pages faulted in at once */
+				disk_arena_prefault((char *)p + has, size - has);
 			return p;
+		}
 		munmap(buf, has);
 	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+	return disk_arena_map(size);
 }
 
 void fetch__stagebuf_put(struct fetch_stage_pool *pl, void *buf, size_t size)
