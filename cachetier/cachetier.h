@@ -47,6 +47,7 @@
 #ifndef CACHETIER_H
 #define CACHETIER_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -956,6 +957,16 @@ int cachetier_request_stoppable(void);
  * CACHETIER_STOP_TICK_MS from now on CLOCK_REALTIME (disk_cond_timedwait's
  * clock). */
 void cachetier_request_tick(struct timespec *t);
+/* Wait on cond (lock held; released while waiting, held again on return)
+ * until done(arg), asked with lock held before each wait: 0 once it says
+ * so. A request with a stop looks at it every CACHETIER_STOP_TICK_MS
+ * (cachetier_request_tick): -EINTR once given up. -ETIMEDOUT once *until
+ * (CLOCK_REALTIME) passed, done(arg) not; until NULL: no bound (a request
+ * without a stop then waits for done alone). The one wait of fs/'s index
+ * builds, the unit store's reads and fetch/'s stage. */
+struct disk_mutex;
+int cachetier_request_wait(pthread_cond_t *cond, struct disk_mutex *lock,
+			   const struct timespec *until, int (*done)(void *arg), void *arg);
 /* How often a wait of a request with a stop looks at it: the most an
  * interrupted reader waits past its interrupt (libfuse reads FUSE_INTERRUPT
  * on another thread and only sets a flag; a tick costs a wake-up of a

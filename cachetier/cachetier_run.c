@@ -464,15 +464,10 @@ static int units_still(const struct cachetier *ct, const struct ct_file *f, uint
 	return pending;
 }
 
-/* *t: the next tick of a stop (cachetier_request_tick), when it comes
- * before *t. */
-static void stop_tick(struct timespec *t)
+/* Has a waiter of units_wait been woken (taken off f's list)? */
+static int uwait_woken(void *arg)
 {
-	struct timespec now;
-
-	cachetier_request_tick(&now);
-	if (now.tv_sec < t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec < t->tv_nsec))
-		*t = now;
+	return ((const struct ct_uwait *)arg)->woken;
 }
 
 int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
@@ -480,7 +475,6 @@ int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 {
 	struct ct_uwait w = {.c0 = c0, .c1 = c1};
 	struct timespec until;
-	int stoppable = cachetier_request_stoppable();
 
 	disk_mutex_lock(&f->lock);
 	if (f->ugen != gen) { /* a wake-up of f's readers since the caller looked */
@@ -503,22 +497,10 @@ int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += secs;
 	for (;;) {
-		struct timespec t = until;
-		int r;
-
 		/* a request with a stop looks at it every tick, listed all along
 		 * (cachetier_request_stop): given up, it leaves as at the bound */
-		if (stoppable)
-			stop_tick(&t);
-		r = disk_cond_timedwait(&w.cond, &f->lock, &t);
-		if (!w.woken && r == ETIMEDOUT &&
-		    (t.tv_sec != until.tv_sec || t.tv_nsec != until.tv_nsec)) {
-			if (!cachetier_request_stopped())
-				continue; /* a tick, not given up: still listed */
-		} else if (!w.woken && r != ETIMEDOUT) {
-			continue; /* a spurious wake-up: still listed */
-		}
-		if (!w.woken) { /* timed out: still listed */
+		if (cachetier_request_wait(&w.cond, &f->lock, &until, uwait_woken, &w) < 0) {
+			/* the bound, or given up: still listed */
 			struct ct_uwait **pp = &f->uwaits;
 
 			while (*pp != &w)
@@ -527,7 +509,7 @@ int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 			atomic_fetch_sub_explicit(&ct->unit_waiters, 1, memory_order_relaxed);
 			break;
 		}
-		if (r == ETIMEDOUT || !f->uw_listed || !units_still(ct, f, c0, c1))
+		if (!f->uw_listed || !units_still(ct, f, c0, c1))
 			break;
 		/* woken for none of its units: it waits on under f->lock alone,
 		 * listed again (f stays on ct->uw_files while uw_listed is set,

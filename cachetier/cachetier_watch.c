@@ -158,6 +158,36 @@ void cachetier_request_tick(struct timespec *t)
 	}
 }
 
+int cachetier_request_wait(pthread_cond_t *cond, struct disk_mutex *lock,
+			   const struct timespec *until, int (*done)(void *arg), void *arg)
+{
+	int stoppable = cachetier_request_stoppable();
+
+	for (;;) {
+		struct timespec t;
+
+		if (done(arg))
+			return 0;
+		if (stoppable && cachetier_request_stopped())
+			return -EINTR;
+		if (!stoppable && !until) {
+			disk_cond_wait(cond, lock);
+			continue;
+		}
+		if (!stoppable) {
+			t = *until;
+		} else {
+			cachetier_request_tick(&t);
+			if (until && (until->tv_sec < t.tv_sec ||
+				      (until->tv_sec == t.tv_sec && until->tv_nsec < t.tv_nsec)))
+				t = *until;
+		}
+		if (disk_cond_timedwait(cond, lock, &t) == ETIMEDOUT && until &&
+		    t.tv_sec == until->tv_sec && t.tv_nsec == until->tv_nsec && !done(arg))
+			return -ETIMEDOUT;
+	}
+}
+
 struct cachetier__watch *cachetier__watch_new(void)
 {
 	struct cachetier__watch *w = calloc(1, sizeof(*w));

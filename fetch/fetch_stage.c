@@ -731,14 +731,19 @@ static struct stage_piece *stage_pick(struct fetch_stage *st, const struct cache
 	return best;
 }
 
-/* A wait on cond (lock held) of a request with a stop: at most
- * CACHETIER_STOP_TICK_MS, then the caller looks at its stop again. */
-static void stop_wait(pthread_cond_t *cond, struct disk_mutex *lock)
-{
-	struct timespec t;
+/* A waiter w of p for its bytes up to w->end (stage_find): done once woken,
+ * or p is no longer in flight, or has them. st->lock held. */
+struct stage_wait {
+	struct stage_piece *p;
+	const struct stage_waiter *w;
+};
 
-	cachetier_request_tick(&t);
-	disk_cond_timedwait(cond, lock, &t);
+static int stage_waited(void *arg)
+{
+	const struct stage_wait *sw = arg;
+
+	return sw->w->woken || sw->p->state != STAGE_INFLIGHT ||
+	       atomic_load(&sw->p->have) >= sw->w->end;
 }
 
 /* The piece of o that holds [off, off + len) (stage_pick), held (readers), once its
@@ -782,18 +787,8 @@ static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_o
 			/* need stored before have is loaded (stage_progress); a
 			 * request with a stop looks at it every tick and, given
 			 * up, leaves the span to its other readers (-EINTR) */
-			while (!w.woken && p->state == STAGE_INFLIGHT &&
-			       atomic_load(&p->have) < end) {
-				if (!cachetier_request_stoppable()) {
-					disk_cond_wait(&w.cond, &st->lock);
-					continue;
-				}
-				if (cachetier_request_stopped()) {
-					*ok = -EINTR;
-					break;
-				}
-				stop_wait(&w.cond, &st->lock);
-			}
+			*ok = cachetier_request_wait(&w.cond, &st->lock, NULL, stage_waited,
+						     &(struct stage_wait){p, &w});
 			if (!w.woken) { /* not woken by stage_progress or stage_done */
 				for (struct stage_waiter **pw = &p->waiters; *pw;
 				     pw = &(*pw)->next) {

@@ -565,6 +565,11 @@ int fs_shard_index_unchanged(struct fs *fs, uint32_t shard)
 	return 0;
 }
 
+static int shard_built(void *arg)
+{
+	return !atomic_load_explicit(&((struct fs_shard *)arg)->building, memory_order_acquire);
+}
+
 /* A request with a stop (fs_op_stop_on: a FUSE lookup, open, listing or
  * read) that finds another thread building s's index waits for the build's
  * end here, looking at its stop every CACHETIER_STOP_TICK_MS, rather than
@@ -574,21 +579,12 @@ int fs_shard_index_unchanged(struct fs *fs, uint32_t shard)
  * builds). A request without a stop waits on s->lock as before. */
 static int shard_build_wait(struct fs *fs, struct fs_shard *s)
 {
-	struct timespec t;
-	int err = 0;
+	int err;
 
-	if (!atomic_load_explicit(&s->building, memory_order_acquire) ||
-	    !cachetier_request_stoppable())
+	if (shard_built(s) || !cachetier_request_stoppable())
 		return 0;
 	disk_mutex_lock(&fs->built_lock);
-	while (atomic_load_explicit(&s->building, memory_order_acquire)) {
-		if (cachetier_request_stopped()) {
-			err = -EINTR;
-			break;
-		}
-		cachetier_request_tick(&t);
-		disk_cond_timedwait(&fs->built_cond, &fs->built_lock, &t);
-	}
+	err = cachetier_request_wait(&fs->built_cond, &fs->built_lock, NULL, shard_built, s);
 	disk_mutex_unlock(&fs->built_lock);
 	if (err)
 		fs->c.index_waits_interrupted++;
