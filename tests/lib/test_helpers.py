@@ -296,4 +296,4 @@ GROUPS = {'crash': (group_crash, 200), 'skip': (group_skip, 200), 'nofuse': (gro
           'inner-mount': (inner_mount, 100)}
 
 if __name__ == '__main__':
-    sys.exit(ml.main_groups(GROUPS, __doc__))
+    ml.run_groups(GROUPS, __doc__)

@@ -909,12 +909,5 @@ GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_s
           'ifview-sidecar-stale': group_ifview_sidecar_stale, 'pax-mtime': group_pax_mtime}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'change-' + sys.argv[2])
-
-
 if __name__ == '__main__':
-    main()
+    ml.run_groups(GROUPS, __doc__, 'change-')

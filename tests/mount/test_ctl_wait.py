@@ -345,4 +345,4 @@ GROUPS = {'umount-prefetch': (group_umount_prefetch, 240),
 
 
 if __name__ == '__main__':
-    sys.exit(ml.main_groups(GROUPS, __doc__))
+    ml.run_groups(GROUPS, __doc__)

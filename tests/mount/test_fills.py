@@ -271,12 +271,5 @@ GROUPS = {'inflight': group_inflight, 'interrupt': group_interrupt, 'killed': gr
           'stop': group_stop}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'fills-' + sys.argv[2])
-
-
 if __name__ == '__main__':
-    main()
+    ml.run_groups(GROUPS, __doc__, 'fills-')

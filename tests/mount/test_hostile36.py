@@ -279,12 +279,5 @@ GROUPS = {'fullopen': group_fullopen, 'crash': group_crash, 'gapzero': group_gap
           'smalldisk': group_smalldisk}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'hostile36-' + sys.argv[2])
-
-
 if __name__ == '__main__':
-    main()
+    ml.run_groups(GROUPS, __doc__, 'hostile36-')

@@ -178,4 +178,4 @@ GROUPS = {'trust': (group_trust, 240)}
 
 
 if __name__ == '__main__':
-    sys.exit(ml.main_groups(GROUPS, __doc__))
+    ml.run_groups(GROUPS, __doc__)

@@ -389,4 +389,4 @@ GROUPS = {'names': (group_names, 240), 'hung': (group_hung, 240), 'python': (gro
 
 
 if __name__ == '__main__':
-    sys.exit(ml.main_groups(GROUPS, __doc__))
+    ml.run_groups(GROUPS, __doc__)

@@ -238,8 +238,4 @@ GROUPS = {'synopsis': (group_synopsis, 150), 'option-bounds': (group_option_boun
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__)
-        sys.exit(2)
-    fn, deadline = GROUPS[sys.argv[2]]
-    sys.exit(ml.main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline, needs_fuse=False))
+    ml.run_groups(GROUPS, __doc__, needs_fuse=False)

@@ -167,4 +167,4 @@ GROUPS = {'plan-rights': (group_plan_rights, 240)}
 
 
 if __name__ == '__main__':
-    sys.exit(ml.main_groups(GROUPS, __doc__))
+    ml.run_groups(GROUPS, __doc__)

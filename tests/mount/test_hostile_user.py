@@ -1044,12 +1044,5 @@ GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts
           'plans-exited': group_plans_exited}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'hostile-' + sys.argv[2])
-
-
 if __name__ == '__main__':
-    main()
+    ml.run_groups(GROUPS, __doc__, 'hostile-')

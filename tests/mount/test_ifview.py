@@ -1019,4 +1019,4 @@ GROUPS = {'persist': (group_persist, 240), 'change': (group_change, 240),
 
 
 if __name__ == '__main__':
-    sys.exit(ml.main_groups(GROUPS, __doc__))
+    ml.run_groups(GROUPS, __doc__)

@@ -907,4 +907,4 @@ GROUPS = {'manyshards': (group_manyshards, 1500), 'codec-magic': (group_codec_ma
 
 
 if __name__ == '__main__':
-    sys.exit(ml.main_groups(GROUPS, __doc__))
+    ml.run_groups(GROUPS, __doc__)

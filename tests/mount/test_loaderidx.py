@@ -370,12 +370,5 @@ GROUPS = {'local': group_local, 'http': group_http, 'hostile': group_hostile,
           'refresh': group_refresh, 'xattr': group_xattr}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'loaderidx-' + sys.argv[2])
-
-
 if __name__ == '__main__':
-    main()
+    ml.run_groups(GROUPS, __doc__, 'loaderidx-')

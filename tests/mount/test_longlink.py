@@ -83,4 +83,4 @@ GROUPS = {'readlink': (group_readlink, 120)}
 
 
 if __name__ == '__main__':
-    sys.exit(ml.main_groups(GROUPS, __doc__))
+    ml.run_groups(GROUPS, __doc__)

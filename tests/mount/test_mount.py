@@ -1774,12 +1774,8 @@ def main():
         i = args.index('--version')
         EXPECTED_VERSION = args[i + 1]
         del args[i:i + 2]
-    if len(args) != 2 or args[1] not in GROUPS:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    shardfs, group = args
-    if group == 'gen':
-        env = ml.Env(shardfs, 'gen')
+    if args[1:] == ['gen']:
+        env = ml.Env(args[0], 'gen')
         ck = ml.Checker()
         try:
             group_gen(env, ck)
@@ -1787,7 +1783,7 @@ def main():
             env.cleanup()
         log('== gen: %d checks, %d failures' % (ck.checks, len(ck.failures)))
         sys.exit(1 if ck.failures else 0)
-    ml.main_wrapper(GROUPS[group], shardfs, group)
+    ml.run_groups(GROUPS, __doc__, argv=args)
 
 
 if __name__ == '__main__':

@@ -69,4 +69,4 @@ GROUPS = {'plan-resolve': (group_plan_resolve, 120)}
 
 
 if __name__ == '__main__':
-    sys.exit(ml.main_groups(GROUPS, __doc__))
+    ml.run_groups(GROUPS, __doc__)

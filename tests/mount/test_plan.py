@@ -1591,12 +1591,5 @@ GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigg
           'indexahead-if': group_indexahead_if}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'plan-' + sys.argv[2])
-
-
 if __name__ == '__main__':
-    main()
+    ml.run_groups(GROUPS, __doc__, 'plan-')

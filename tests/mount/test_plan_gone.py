@@ -108,12 +108,5 @@ def group_removed(env, ck):
 GROUPS = {'removed': group_removed}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'plan-gone-' + sys.argv[2])
-
-
 if __name__ == '__main__':
-    main()
+    ml.run_groups(GROUPS, __doc__, 'plan-gone-')

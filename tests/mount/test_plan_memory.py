@@ -422,13 +422,5 @@ GROUPS = {'tiny': group_tiny, 'huge': group_huge, 'rewrite': group_rewrite, 'cle
           'kill': group_kill, 'two': group_two, 'cuts': group_cuts, 'race': group_race, 'weak': group_weak, 'failed': group_failed}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'plan-memory-' + sys.argv[2],
-                    deadline=280)
-
-
 if __name__ == '__main__':
-    main()
+    ml.run_groups(GROUPS, __doc__, 'plan-memory-', deadline=280)

@@ -595,13 +595,5 @@ GROUPS = {'cache': group_cache, 'disk': group_disk, 'bomb': group_bomb, 'warn': 
           'declive': group_declive, 'over': group_over}
 
 
-def main():
-    args = sys.argv[1:]
-    if len(args) != 2 or args[1] not in GROUPS:
-        print(__doc__)
-        sys.exit(2)
-    ml.main_wrapper(GROUPS[args[1]], args[0], 'squeeze-' + args[1], deadline=280)
-
-
 if __name__ == '__main__':
-    main()
+    ml.run_groups(GROUPS, __doc__, 'squeeze-', deadline=280)

@@ -801,12 +801,5 @@ GROUPS = {'epoch': group_epoch, 'small': group_small, 'faults': group_faults,
           'roomlast': group_roomlast}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'stage-' + sys.argv[2])
-
-
 if __name__ == '__main__':
-    main()
+    ml.run_groups(GROUPS, __doc__, 'stage-')

@@ -110,4 +110,4 @@ def group_trust(env, ck):
 GROUPS = {'log': (group_log, 240), 'small': (group_small, 240), 'trust': (group_trust, 240)}
 
 if __name__ == '__main__':
-    sys.exit(ml.main_groups(GROUPS, __doc__))
+    ml.run_groups(GROUPS, __doc__)

@@ -1122,14 +1122,18 @@ def shard_member_count(snap):
     return len(snap)
 
 
-def main_groups(groups, doc):
-    """main() of a test file of groups: argv SHARDFS GROUP, groups {GROUP: (fn, deadline)};
-    usage (doc) and 2 for anything else."""
-    if len(sys.argv) != 3 or sys.argv[2] not in groups:
-        print(doc)
-        return 2
-    fn, deadline = groups[sys.argv[2]]
-    return main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline)
+def run_groups(groups, doc, prefix='', deadline=240, argv=None, **kw):
+    """The __main__ of a test file of groups: argv (sys.argv[1:]) SHARDFS GROUP, groups
+    {GROUP: fn or (fn, deadline)}; the group runs as main_wrapper(fn, SHARDFS, prefix + GROUP,
+    deadline, **kw) and exits with its status. Anything else: usage (doc) on stderr, exit 2."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[1] not in groups:
+        print(doc, file=sys.stderr)
+        sys.exit(2)
+    fn = groups[args[1]]
+    if isinstance(fn, tuple):
+        fn, deadline = fn
+    main_wrapper(fn, args[0], prefix + args[1], deadline=deadline, **kw)
 
 
 def main_wrapper(fn, shardfs, name, deadline=240, needs_fuse=True, **kw):
