@@ -87,8 +87,8 @@ static void shard_build_note(const struct fs_obj *o, const struct shardidx_build
 	if (!note[0])
 		return;
 	if (n > 1)
-		fs_log(FS_LOG_WARN, "shard %s: %s (and %u more fields read past)", o->key, note,
-		       n - 1);
+		fs_log(FS_LOG_WARN, "shard %s: %s (and %u more %s read past)", o->key, note, n - 1,
+		       fs_plural(n - 1, "field", "fields"));
 	else
 		fs_log(FS_LOG_WARN, "shard %s: %s", o->key, note);
 }

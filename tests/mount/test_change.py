@@ -894,7 +894,7 @@ def group_pax_mtime(env, ck):
         l0 = [ln for ln in lines if 'shard s0.tar:' in ln]
         l1 = [ln for ln in lines if 'shard s1.tar:' in ln]
         ck.ok(len(l0) == 1 and 'member a.txt at offset 0: extended header record mtime=xxx '
-              'ignored: not a time' in l0[0] and '(and 1 more fields read past)' in l0[0],
+              'ignored: not a time' in l0[0] and '(and 1 more field read past)' in l0[0],
               's0.tar: the line names a.txt, mtime=xxx and the other field: %r' % l0)
         ck.ok(len(l1) == 1 and 'member d/e.txt at offset 0: extended header record '
               'mtime=12.5zz read up to its first stray byte' in l1[0] and 'more' not in l1[0],
