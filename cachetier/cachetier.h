@@ -227,7 +227,7 @@ struct cachetier_stats {
 				      * short) and made empty: fetched again (decoded copies:
 				      * the read fails with EIO, decoded again) */
 	uint64_t units_checked;	     /* cached units read back and their CRC32C checked before
-				      * a read served them (units_check) */
+				      * a read served them (cachetier__units_check) */
 	uint64_t watch_own;	     /* data files watched with fanotify now: this process's
 				      * own writes are no change to them */
 	uint64_t bypass_reads;	     /* reads served from the store past the cache: no room */

@@ -398,7 +398,7 @@ struct cachetier {
 	atomic_int bypass_noted;
 	atomic_int watch_fail_noted; /* a data file got no inotify watch: logged */
 	atomic_int watch_own_noted;  /* data files watched with inotify, not fanotify: logged */
-	atomic_ullong units_checked; /* units_check: units read back and CRC'd */
+	atomic_ullong units_checked; /* cachetier__units_check: units read back and CRC'd */
 	atomic_ullong watch_own;     /* live data files with a fanotify record */
 	struct ct_fdbound fds;	     /* the bounded set of open local source fds */
 };
@@ -551,6 +551,10 @@ void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t 
 /* Unit c of f (UNIT_VALID) is damaged: counted, made empty here and in
  * the state file (cachetier_read.c). ct->lock held. */
 void cachetier__unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c);
+/* Before a read serves units [c0, c1) of f (valid, pinned, read-locked):
+ * those it does not trust checked (cachetier_check.c); how many failed or
+ * are no longer valid, or -errno. ct->lock held, dropped around file I/O. */
+int cachetier__units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1);
 /* Weak validators (cachetier_weak.c): 1 when etag does not pin the bytes
  * of an object of size bytes; weak_check before units [c0, c1) of f are
  * served: 0, -ESTALE (the store's bytes changed under the ETag) or the

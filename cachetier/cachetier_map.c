@@ -557,7 +557,7 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 	f->datafd = openat(f->dirfd, f->hash, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (f->datafd < 0)
 		return -errno;
-	/* watched before any fill of it (cachetier_read.c, units_watch) */
+	/* watched before any fill of it (cachetier_check.c, units_watch) */
 	cachetier__units_watch_start(ct, f);
 	if (alone) {
 		err = file_init_alone(ct, f);

@@ -105,7 +105,7 @@ static void obj_dec_damaged(struct cachetier *ct, struct cachetier_obj *o, uint6
 }
 
 /* A decoded copy is watched as the unit store's data files are
- * (cachetier_read.c, units_watch): its inode with inotify (IN_MODIFY: a
+ * (cachetier_check.c, units_watch): its inode with inotify (IN_MODIFY: a
  * write, truncation, punched hole or fallocate). When the watch's change
  * count moved, every unit goes back to "check at its next read" (dchecked
  * 0) and dwgen moves, so a check that began before does not mark its unit.

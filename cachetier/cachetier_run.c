@@ -195,7 +195,7 @@ static void unit_commit(struct cachetier *ct, struct ct_file *f, uint32_t u, int
 	int pinned, keep;
 
 	/* trusted while its file's watch ignores our own writes, else checked
-	 * at its first read (cachetier_read.c, units_watch: under f->lock) */
+	 * at its first read (cachetier_check.c, units_watch: under f->lock) */
 	f->seen[u] = cachetier__seen_filled(f, u);
 	f->ufills++; /* a weak ETag's probe covers it (cachetier_read.c) */
 	/* no reader waits for it: filled ahead, spared by the evictions of

@@ -155,7 +155,7 @@ struct ct_file {
 	uint64_t ugen;
 	struct ct_file *uw_next;
 	int uw_listed;
-	/* the data file's inotify watch (cachetier_read.c, units_watch) */
+	/* the data file's inotify watch (cachetier_check.c, units_watch) */
 	struct cachetier__watch *w; /* NULL: not watched (yet) */
 	struct ct_watch_rec *wrec;  /* its record */
 	uint64_t wevents;	    /* the record's change count when seen[] last went 1 -> 2 */
