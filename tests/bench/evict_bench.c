@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../unit/test_rng.h" /* the tests' one xorshift64: rnd */
 #include "backend.h"
 #include "cachetier.h"
 #ifdef EB_POLICY
@@ -70,10 +71,7 @@ static uint64_t *samples(uint64_t each, size_t *n)
 		uint64_t t;
 		size_t r;
 
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		r = (size_t)(x % i);
+		r = (size_t)(rnd(&x) % i);
 		t = v[i - 1];
 		v[i - 1] = v[r];
 		v[r] = t;

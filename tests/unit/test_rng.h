@@ -2,8 +2,8 @@
  * test_rng.h — the one seeded generator of the unit tests: rnd(s), the
  * next 64 bits, and rnd_n(s, n), a draw in 0..n-1 (test_idxcursor.c,
  * test_idxrewrite.c through test_tar.h, test_mountinfo.c, test_h1.c,
- * test_json.c, test_planpath.c, test_retryafter.c, and the cache tier's
- * and the stage's tests through test_util.h): xorshift64 from a
+ * test_json.c, test_planpath.c, test_retryafter.c, tests/bench/evict_bench.c,
+ * and the cache tier's and the stage's tests through test_util.h): xorshift64 from a
  * state the test seeds and prints, so that a run repeats from its seed.
  * Static inline: one test program is one translation unit.
  */
