@@ -35,14 +35,13 @@
  * kept order (cachetier__ev_walk_next: O(log units) a unit looked at, about two a unit evicted;
  * no sort, no look at its other units; the sort it replaced is kept for tests, evict_sorted); the
  * units taken are punched a span at a time, joined across short gaps that hold nothing (join_gaps),
- * on the puncher's thread (cachetier_punch.c); with them go the units no plan needs of the object's
- * next batch that lie next to them (run_extend: fewer, longer punches). A unit goes when no process
- * pins or fills it (cachetier_fill.c: the unit's write lock on auxfd). Objects of earlier mounts,
- * other processes and other sources are opened for it from their maps. When nothing is left to
- * evict, the data directories are scanned again (at most once a second) for objects other processes
- * added. Decoded copies are evicted too, least recently used (evict_dec), after the units no plan
- * needs, before any unit no plan speaks of read more recently and before units a plan needs. Units
- * fetched only because they lay between planned extents of one request (ct_file.gap,
+ * on the puncher's thread (cachetier_punch.c). A unit goes when no process pins or fills it
+ * (cachetier_fill.c: the unit's write lock on auxfd). Objects of earlier mounts, other processes
+ * and other sources are opened for it from their maps. When nothing is left to evict, the data
+ * directories are scanned again (at most once a second) for objects other processes added. Decoded
+ * copies are evicted too, least recently used (evict_dec), after the units no plan needs, before
+ * any unit no plan speaks of read more recently and before units a plan needs. Units fetched only
+ * because they lay between planned extents of one request (ct_file.gap,
  * cachetier_obj_prefetch_span), not read since and not marked by a plan, count as units no plan
  * needs, and are never spared as ahead.
  *
@@ -253,57 +252,6 @@ static uint32_t join_gaps(struct ct_file *f, const uint32_t *list, uint32_t n, u
 	return ng;
 }
 
-/* Does unit c of f hold nothing a punch could spoil (state byte clear,
- * EMPTY here, no reader waiting)? join_gaps' rule. */
-static int unit_hole(const struct ct_file *f, uint32_t c)
-{
-	return f->ust[c] == UNIT_EMPTY && f->pins[c] == 0 && !cachetier__st_get(f, c);
-}
-
-/* Is unit c of f next to a unit this eviction takes (in[]), on side dir
- * (-1: below, 1: above), directly or across at most EV_GAP_MAX units
- * that hold nothing? */
-static int run_touches(const struct ct_file *f, const unsigned char *in, uint32_t c, int dir)
-{
-	for (uint32_t k = 1; k <= EV_GAP_MAX + 1; k++) {
-		uint32_t d = c + (uint32_t)(dir * (int)k);
-
-		if (d >= f->nunits) /* past either end (wraps below 0) */
-			return 0;
-		if (in[d])
-			return 1;
-		if (!unit_hole(f, d))
-			return 0;
-	}
-	return 0;
-}
-
-/* The units l[0..nl) (the next ones of f's eviction order no plan needs:
- * the next eviction of f would take them) that lengthen a run of this eviction's
- * units (in[]: 1 for each unit taken): next to one of them, directly or
- * across units that hold nothing (then joined, join_gaps), or to another
- * of l that is; kept in l (sorted, *nl of them) and marked in in[].
- * Returns how many. Two sweeps: a chain grows from a unit taken one way. */
-static uint32_t run_extend(const struct ct_file *f, unsigned char *in, uint32_t *l, uint32_t nl)
-{
-	uint32_t m = 0;
-
-	qsort(l, nl, sizeof(*l), u32_cmp);
-	for (uint32_t i = 0; i < nl; i++) {
-		if (run_touches(f, in, l[i], -1))
-			in[l[i]] = 2;
-	}
-	for (uint32_t i = nl; i-- > 0;) {
-		if (!in[l[i]] && run_touches(f, in, l[i], 1))
-			in[l[i]] = 2;
-	}
-	for (uint32_t i = 0; i < nl; i++) {
-		if (in[l[i]] == 2)
-			l[m++] = l[i];
-	}
-	return m;
-}
-
 /* Merge sorted a[0..na) and sorted b[0..nb) (no unit in both) into out. */
 static void merge_units(const uint32_t *a, uint32_t na, const uint32_t *b, uint32_t nb,
 			uint32_t *out)
@@ -451,7 +399,6 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 {
 	uint32_t *list = NULL, *batch, *all, *seen, n = 0, ns = 0, ng, nsorted = 0;
 	struct ev_cand *walk = NULL, *sorted = NULL;
-	unsigned char *in = NULL;
 	size_t nu;
 	struct ct_punch *p;
 	uint64_t freed = 0;
@@ -508,51 +455,6 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 			more += cachetier__unit_len(f, c);
 		}
 		n += take(ct, f, batch, nb, list + n, &freed, &named);
-	}
-	/* longer punches: of the units the next eviction of f would take
-	 * (the next 'want' bytes in its order, within next), those no plan
-	 * needs that lie next to a unit taken go now (run_extend), the
-	 * others back (a planned epoch evicts the units its plan read, runs
-	 * of a few units: a punch costs about 3 us beyond its bytes, and a
-	 * short one splits its folios). Only while that is at most a
-	 * sixteenth of the cache (ev_batch: a chunk in a cache of 16 or
-	 * more; an eviction of a unit in a cache of a few units takes no
-	 * second one ahead of its turn) */
-	if (!done && n > 0 && want <= ct->cfg.cache_size_bytes / 16 &&
-	    (in = calloc(nu, 1)) != NULL) {
-		uint32_t nl = 0;
-		uint64_t more = 0;
-
-		done = 1; /* the walk's look at the rest is cut short */
-		while (more < want) {
-			struct ev_key k;
-			uint32_t c = cachetier__ev_walk_next(ct, f, x, &k);
-
-			if (c == UINT32_MAX) {
-				done = 2; /* none left */
-				break;
-			}
-			if (walk)
-				walk[ns] = (struct ev_cand){k, c};
-			seen[ns++] = c;
-			/* only units no plan needs (read by their plan, or gaps:
-			 * no next use), the first class of the order: the look
-			 * ends at the first other (one unit more an eviction
-			 * looks at, not a batch). A unit a plan needs soon, or one
-			 * no plan speaks of (a shuffled reader's neighbour shares
-			 * a unit with its next sample), evicted early is fetched
-			 * again: in evict_bench's E2 (no plan) the rule on every
-			 * class evicted 19 % more and fetched 15 % more */
-			if (!key_within(k, next) || k.cls != EV_UNNEEDED)
-				break;
-			more += cachetier__unit_len(f, c);
-			batch[nl++] = c;
-		}
-		for (uint32_t i = 0; i < n; i++)
-			in[list[i]] = 1;
-		nl = run_extend(f, in, batch, nl);
-		n += take(ct, f, batch, nl, list + n, &freed, &named);
-		free(in);
 	}
 	if (walk && sorted)
 		evict_check(ct, f, walk, ns, done == 2, sorted, nsorted);
