@@ -154,8 +154,4 @@ GROUPS = {'leftout': (group_leftout, 120)}
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__)
-        sys.exit(2)
-    fn, deadline = GROUPS[sys.argv[2]]
-    sys.exit(ml.main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline))
+    ml.run_groups(GROUPS, __doc__)
