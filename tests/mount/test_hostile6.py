@@ -57,14 +57,7 @@ def delta(st, st0, name):
 
 def group_indexbuild(env, ck):
     rng = env.rng
-    src = env.path('src')
-    os.makedirs(src)
-    names = {}
-    for s in range(2):
-        members = [('k%02d.bin' % i, bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 9000))))
-                   for i in range(rng.randint(20, 30))]
-        ml.write_file(os.path.join(src, 'shard-%06d.tar' % s), ml.tar_bytes(members))
-        names['shard-%06d' % s] = sorted(n for n, _ in members)
+    src, names = ml.seeded_shards(env, rng)
     ng = web.Nginx(env.path('nginx'), src).start()
     px = web.SlowProxy(ng.port)
     b = a = None

@@ -1122,6 +1122,20 @@ def shard_member_count(snap):
     return len(snap)
 
 
+def seeded_shards(env, rng, count=2):
+    """count shards (shard-000000.tar, ...) of 20 to 30 members k00.bin.. of 1 to 9,000 random
+    bytes, drawn from rng, in env's new folder src: (src, {shard name: sorted member names})."""
+    src = env.path('src')
+    os.makedirs(src)
+    names = {}
+    for s in range(count):
+        members = [('k%02d.bin' % i, bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 9000))))
+                   for i in range(rng.randint(20, 30))]
+        write_file(os.path.join(src, 'shard-%06d.tar' % s), tar_bytes(members))
+        names['shard-%06d' % s] = sorted(n for n, _ in members)
+    return src, names
+
+
 def run_groups(groups, doc, prefix='', deadline=240, argv=None, **kw):
     """The __main__ of a test file of groups: argv (sys.argv[1:]) SHARDFS GROUP, groups
     {GROUP: fn or (fn, deadline)}; the group runs as main_wrapper(fn, SHARDFS, prefix + GROUP,
