@@ -393,11 +393,21 @@ static void test_batch_written(uint64_t *s)
 	CHECK(wrote == 4 * UNIT, "batch written: the data file holds %llu bytes, want 262144",
 	      (unsigned long long)wrote);
 	CHECK(!cachetier_obj_range_cached(og, 0, UNIT), "batch written: G not valid (HEAD held)");
-	for (int i = 0; i < 1000 && !steady; i++) {
+	/* The data file holds the item's bytes while the writer's pwritev
+	 * runs; the writer counts them (wr_bytes) just after it returns, so
+	 * for that moment they are off the disk and still in reserved (a
+	 * TSan run met it). So the room is read until it counts them once,
+	 * with the disk holding still between two looks (a poll bounded at
+	 * 60 s): before the mend it never does, 256 KiB short for as long as
+	 * the HEAD is held. */
+	for (int i = 0; i < 60000; i++) {
 		S = free_bytes(disk);
 		room = cachetier_room(ct);
 		S2 = free_bytes(disk);
 		steady = S == S2;
+		if (steady && S > RESERVE && room == S - RESERVE)
+			break;
+		usleep(1000);
 	}
 	printf("batch written: free %llu, room %llu\n", (unsigned long long)S,
 	       (unsigned long long)room);
