@@ -27,6 +27,10 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              covering the data set, the same connection count (report)
   cpu        CPU seconds per GB of that prefetch (the daemon's user+system from /proc/PID/stat)
              vs curl's (its rusage) writing the same bytes to files (goal <= 1.2x)
+             L4 floor: the machine's floor in the same invocation, a side of each round:
+             tests/bench/splice_bench.c's recv mode (recv + pwrite + CRC32C, two threads, one
+             connection of 8 MiB ranged GETs from the same emulator, a file on the cache's
+             file system), its CPU s per GB; ratio: the daemon's L4 over it
   cat        `cat` of one shard through a fresh mount vs `aria2c -x N -s N` of it (goal >= 1);
              L2b the daemon's CPU s per GB of that cold cat (report)
   readers4   4 processes each reading whole random shards (2 each) through a fresh mount vs 4
@@ -51,7 +55,11 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              (report); d: bytes fetched / read per epoch (planned cold <= 1.6, unplanned
              <= 2.0); e: CPU of loader + daemon + emulator over the cores vs the epoch (the
              CPU-bound ceiling; report); f: requests to the store per sample (report); g:
-             daemon CPU s per GB read (<= 1.5) and vs the local epoch's; h: daemon context
+             daemon CPU s per GB read (<= 1.5) and vs the local epoch's (g local: that
+             figure alone; L8g floor: the lean serving model, tests/bench/floor_bench.c, a
+             ranged GET a sample on N connections, recv into memory, write into a pipe read
+             by another thread, the same emulator and samples, once after the planned side:
+             its CPU s per GB, the ratio L8g's daemon over it); h: daemon context
              switches (voluntary + involuntary, of its threads) per GB vs the local epoch's
              (<= 1.5x); i: the time readers waited (cache_miss_wait_ms) in the planned epoch;
              j: the whole machine's busy CPU-s (/proc/stat) of the planned cold epoch vs the
@@ -498,6 +506,48 @@ def range_jobs(a, emu, n, outdir):
     return jobs
 
 
+def floor_tool(a, name):
+    """This tree's floor tool tests/bench/NAME.c (splice_bench: row L4 floor; floor_bench: L8g
+    floor) built with cc into the run's work dir, once a run (the same tool for every side
+    compare.sh runs, whatever commit's shardfs is measured); None, logged, where it does not
+    build (the floor rows are then left out)."""
+    tools = a.__dict__.setdefault('floor_tools', {})
+    if name not in tools:
+        exe = os.path.join(a.w, name)
+        cmd = ['cc', '-O2', '-D_GNU_SOURCE', '-D_FILE_OFFSET_BITS=64', '-I', os.path.join(ROOT,
+               'disk'), os.path.join(HERE, name + '.c')] + [
+            os.path.join(ROOT, 'disk', f) for f in ('disk.c', 'disk_crc.c', 'disk_lock.c')] + [
+            '-pthread', '-o', exe]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if p.returncode != 0:
+            log('%s did not build (its floor row is left out): %s' % (name, p.stdout[-2000:]))
+            exe = None
+        tools[name] = exe
+    return tools[name]
+
+
+def fill_floor(a, emu):
+    """Row L4 floor's model, once: tests/bench/splice_bench.c's recv mode (a receiving thread
+    recv()s 8 MiB ranged GETs of every shard, one connection, into 128 KiB buffers; a writing
+    thread pwrite()s each into a file on the cache's file system and computes its CRC32C), on
+    the run's emulator; its two threads' CPU-s per GB, or None without the tool."""
+    exe = floor_tool(a, 'splice_bench')
+    if not exe:
+        return None
+    out = os.path.join(a.w, 'floor-fill.data')
+    try:
+        p = subprocess.run([exe, str(emu.port), a.shard_dir, 'recv', out] + a.names,
+                           stdout=subprocess.PIPE, text=True, timeout=600)
+    finally:
+        if os.path.exists(out):
+            os.unlink(out)
+    f = p.stdout.split()
+    if p.returncode != 0 or 'MISMATCH' in p.stdout or int(f[f.index('bytes,') - 1]) != a.total:
+        raise RuntimeError('splice_bench recv failed (rc %d): %s' % (p.returncode, p.stdout))
+    log('L4 floor (splice_bench recv): %s' % p.stdout.strip())
+    return float(f[3])
+
+
 def prefetch_once(a, emu, extra=(), perf=False):
     """(seconds, daemon cpu seconds, bytes fetched, mount) of `shardfs prefetch` of everything
     through a fresh mount; the mount is left mounted for the caller's stats, and m.busiest
@@ -527,17 +577,22 @@ def prefetch_once(a, emu, extra=(), perf=False):
 
 def w_prefetch(a, emu):
     dl = os.path.join(a.w, 'dl')
-    sf, sfcpu, cu, cucpu, cr = [], [], [], [], []
+    sf, sfcpu, cu, cucpu, cr, fl = [], [], [], [], [], []
     if a.perf:  # an extra run under perf, not counted (perf's own cost is in the daemon's)
         settle()
         secs, cpu, fetched, m = prefetch_once(a, emu, perf=True)
         log('prefetch under perf (not counted): %.2f s, daemon %.2f cpu s' % (secs, cpu))
         m.umount()
     for i in range(max(a.runs, 5)):  # short runs; the CPU figures are noisy
-        order = ('sf', 'curl', 'ranges') if i % 2 == 0 else ('ranges', 'curl', 'sf')
+        order = ('sf', 'curl', 'ranges', 'floor') if i % 2 == 0 else (
+            'floor', 'ranges', 'curl', 'sf')
         for side in order:
             settle()
-            if side == 'sf':
+            if side == 'floor':
+                x = fill_floor(a, emu)
+                if x is not None:
+                    fl.append(x)
+            elif side == 'sf':
                 secs, cpu, fetched, m = prefetch_once(a, emu)
                 log('prefetch: %.2f s, %.0f MB/s, daemon %.2f cpu s, mount took %.2f s, '
                     'fetched %d' % (secs, a.total / 1e6 / secs, cpu, m.mount_s, fetched))
@@ -577,6 +632,14 @@ def w_prefetch(a, emu):
          1.0)
     emit('L4. CPU s per GB filled: daemon (prefetch) vs curl to files (per shard)', '--warm off',
          sc, cc, 'cpu s/GB', cc / sc, 'report (issue 6: <= 1.2x curl, >= 0.83)')
+    if fl:  # the machine's floor in the same invocation: the daemon over the lean model
+        fc = med(fl)
+        note('prefetch: L4 floor (splice_bench recv) CPU s per GB %s' % ' '.join(
+            '%.3f' % x for x in fl))
+        emit('L4 floor. CPU s per GB filled: the lean fill model (splice_bench recv: recv, '
+             'pwrite and CRC32C on two threads, one connection, the same emulator, data and '
+             'disk); ratio: L4\'s daemon over it', '--warm off', fc, sc, 'cpu s/GB', sc / fc,
+             'report (the daemon / the floor)')
 
 
 def w_cat(a, emu):
@@ -1419,10 +1482,43 @@ def plan_ais_getbatch(a, emu, impl, label):
          '>= 1 (issue 37)', 1.0)
 
 
+def serve_floor(a, emu):
+    """Row L8g floor's model, once: tests/bench/floor_bench.c over the run's emulator, every
+    sample's bytes (each image member's data in the shards) in a seeded random order, one
+    ranged GET a sample on N connections (a receiving thread each) into 64 buffers, a reply
+    thread write()ing each into a pipe (the FUSE reply's copy), a reader thread read()ing it
+    (the loader's copy); (the daemon's part: receivers + reply CPU-s per GB, the floor_bench
+    line), or None without the tool."""
+    import random
+    import tarfile
+    exe = floor_tool(a, 'floor_bench')
+    if not exe:
+        return None
+    ranges = []
+    for nm in a.names:
+        with tarfile.open(os.path.join(a.shard_dir, nm)) as t:
+            # the images (the epoch's files): the .cls members are the class folders of the
+            # imagefolder layout, not files it reads
+            ranges += [(nm, m.offset_data, m.size) for m in t
+                       if m.isfile() and m.size > 0 and not m.name.endswith('.cls')]
+    random.Random(len(ranges)).shuffle(ranges)
+    rf = os.path.join(a.w, 'floor-ranges')
+    with open(rf, 'w') as f:
+        f.writelines('%s %d %d\n' % r for r in ranges)
+    asked = sum(r[2] for r in ranges)
+    p = subprocess.run([exe, str(emu.port), a.shard_dir, str(a.n), rf], stdout=subprocess.PIPE,
+                       text=True, timeout=1800)
+    f = p.stdout.split()
+    if p.returncode != 0 or 'MISMATCH' in p.stdout or int(f[f.index('bytes') - 1]) != asked:
+        raise RuntimeError('floor_bench failed (rc %d): %s' % (p.returncode, p.stdout))
+    log('L8g floor (floor_bench): %s' % p.stdout.strip())
+    return float(f[3]), p.stdout.strip()
+
+
 def plan_rows(a, emu, loader):
     size = '%dM' % (a.total // 4 // 1048576)
     opts = ('--layout', 'imagefolder', '--cache-size', size)
-    res, locs = {}, []
+    res, locs, floor = {}, [], None
     # L7: JPEG decoding (issue 14's rows); L8: the same with a loader that only reads bytes
     g, what = ('L7', 'JPEG decoded') if loader == 'jpeg' else ('L8', 'bytes only')
 
@@ -1450,6 +1546,9 @@ def plan_rows(a, emu, loader):
             m.umount()
         if side == 'plan':
             local_epoch()
+            if loader == 'bytes':  # the machine's floor for L8g, in the same invocation
+                settle()
+                floor = serve_floor(a, emu)
     pl, no = res['plan'], res.get('none')
     loc = med([e.secs for e in locs])
     link_s = pl[0].read / (a.n * a.rate_mb * 1e6)
@@ -1581,6 +1680,15 @@ def plan_rows(a, emu, loader):
          cpg, 1.5, 'cpu s/GB', 1.5 / max(cpg, 1e-9), '<= 1.5 cpu s/GB (>= 1)', 1.0)
     emit('%sg. %s: daemon CPU s per GB read, planned cold epoch vs the local-source epoch' % (
         g, what), o, cpg, lcpu, 'cpu s/GB', lcpu / max(cpg, 1e-9), 'report')
+    emit('%sg local. %s: daemon CPU s per GB read, the local-directory epoch (median)' % (
+        g, what), o, lcpu, None, 'cpu s/GB', None, 'report')
+    if floor:
+        note('%s plan: L8g floor (floor_bench, %d connections; CPU-s per GB: receivers, reply, '
+             'both, the reader): %s' % (what, a.n, floor[1]))
+        emit('L8g floor. %s: the lean serving model\'s CPU s per GB (floor_bench: a ranged GET '
+             'a sample recv()ed into memory, written into a pipe, the same emulator and samples); '
+             'ratio: L8g\'s daemon over it' % what, o, floor[0], cpg, 'cpu s/GB',
+             cpg / max(floor[0], 1e-9), 'report (the daemon / the floor)')
     emit('%sh. %s: daemon context switches per GB read, planned cold epoch vs the '
          'local-source epoch' % (g, what), o, swg, lsw, 'switches/GB', lsw / max(swg, 1e-9),
          '<= 1.5x local (>= 0.67)', 1 / 1.5)

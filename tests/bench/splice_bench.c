@@ -154,6 +154,7 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	uint64_t base = 0, total = 0;
+	unsigned nreq = 0;
 	double c0, reader_cpu;
 	uint32_t crc_file = 0;
 	pthread_t wt;
@@ -226,6 +227,7 @@ int main(int argc, char **argv)
 
 			if (write(fd, req, (size_t)n) != n || read_head(fd) < 0)
 				die("request");
+			nreq++;
 			for (uint64_t at = off; at < end;) {
 				struct slot *s;
 				size_t len = end - at < BUF_BYTES ? (size_t)(end - at) : BUF_BYTES;
@@ -273,9 +275,10 @@ int main(int argc, char **argv)
 		crc_file = disk_crc32c_update(crc_file, b, (size_t)r);
 		at += (uint64_t)r;
 	}
-	printf("%s %.4f %.4f %.4f CPU-s/GB (receiver, writer, both) %.3f GB%s\n", argv[3],
-	       reader_cpu / ((double)total / 1e9), writer_cpu / ((double)total / 1e9),
+	printf("%s %.4f %.4f %.4f CPU-s/GB (receiver, writer, both) %.3f GB, %llu bytes, %u "
+	       "requests%s\n",
+	       argv[3], reader_cpu / ((double)total / 1e9), writer_cpu / ((double)total / 1e9),
 	       (reader_cpu + writer_cpu) / ((double)total / 1e9), (double)total / 1e9,
-	       crc_file == crc_written ? "" : " CRC MISMATCH");
+	       (unsigned long long)total, nreq, crc_file == crc_written ? "" : " CRC MISMATCH");
 	return crc_file == crc_written ? 0 : 1;
 }
