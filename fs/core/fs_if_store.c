@@ -92,7 +92,8 @@ static void ifv_clean(struct fs *fs, const char *family, const char *keep, uint6
 		fs_log(FS_LOG_WARN, "imagefolder: cannot remove older views: %s", strerror(-err));
 	if (n)
 		fs_log(FS_LOG_INFO,
-		       "imagefolder: removed %u older views of this dataset from the cache", n);
+		       "imagefolder: removed %u older %s of this dataset from the cache", n,
+		       fs_plural(n, "view", "views"));
 }
 
 /* A saved blob that could not be mapped (or watched): read into the heap. */

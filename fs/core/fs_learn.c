@@ -169,11 +169,14 @@ int fs_obj_learn(struct fs *fs, uint32_t obj)
 	err = backend_stat(fs->be, o->key, &info);
 	if (err == -EISDIR)
 		err = -ENOENT; /* a directory: no object of that name */
-	if (learn_apply(fs, obj, &info, err))
+	if (learn_apply(fs, obj, &info, err)) {
+		unsigned long long missing = atomic_load(&fs->c.brace_missing);
+
 		fs_log(FS_LOG_WARN,
 		       "%s: named by the pattern but not on the server: ENOENT, left out of "
-		       "listings (%llu such names: counter brace_missing)",
-		       o->key, (unsigned long long)atomic_load(&fs->c.brace_missing));
+		       "listings (%llu such %s: counter brace_missing)",
+		       o->key, missing, fs_plural(missing, "name", "names"));
+	}
 	learn_done(fs, &obj, 1, NULL, err);
 	return known_err(o, err);
 }
@@ -217,10 +220,11 @@ static void learn_batch(struct fs *fs, const uint32_t *objs, size_t n)
 	learn_done(fs, objs, n, errs, 0);
 	if (unlogged)
 		fs_log(FS_LOG_WARN,
-		       "%zu more names of the pattern not on the server (the first: %s): ENOENT, "
+		       "%zu more %s of the pattern not on the server (%s%s): ENOENT, "
 		       "left out of listings; not logged one by one (%llu in all: counter "
 		       "brace_missing)",
-		       unlogged, first_unlogged,
+		       unlogged, fs_plural(unlogged, "name", "names"),
+		       unlogged == 1 ? "" : "the first: ", first_unlogged,
 		       (unsigned long long)atomic_load(&fs->c.brace_missing));
 	if (failed)
 		fs_log(FS_LOG_WARN, "%zu of %zu %s sizes not learned: %s (asked again when needed)",

@@ -299,8 +299,8 @@ static int pf_follow(struct pf_run *r)
 			 * budget, so this is not reached while the daemon works */
 			fprintf(stderr,
 				"\nshardfs: prefetch made no progress for 2 minutes (%" PRIu64
-				" fill errors; see the log)\n",
-				s->errors);
+				" fill %s; see the log)\n",
+				s->errors, fs_plural(s->errors, "error", "errors"));
 			return PF_EXIT_ERR;
 		}
 		/* until the next report is due, or the run is over */

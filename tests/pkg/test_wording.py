@@ -5,10 +5,13 @@ needed, no mount).
 usage: test_wording.py SOURCE_ROOT
 
 A format string in a .c file of fs/ (git ls-files) with a count conversion (%u, %d, %zu, %llu,
-%" PRIu64 ", ...) followed by a space and a word that ends in 's' says "1 members" when the
+%" PRIu64 ", ...) followed by a space and a word that ends in 's', or by up to two words and
+then one ("%u older views", "%zu more " "names"), says "1 members" or "1 older views" when the
 count is 1: the noun comes from fs_plural (fs/core/include/fs_core.h) as a %s instead. Left
 alone: units, which stay as they are ("1 bytes" is how sizes are said: UNITS), verbs (VERBS),
-and a count after '/' ("shard 3/10 samples": the total's noun). The check also runs on seeded
+a word in 'ss' ("1 empty class"), words after a preposition or a unit in between ("%llu from
+sidecars", "%u compressed bytes" is a unit too; LINKS), and a count after '/' ("shard 3/10
+samples": the total's noun). The check also runs on seeded
 lines (SEEDED) that it must flag and must not flag, so that a change to it that catches nothing
 fails.
 
@@ -32,18 +35,33 @@ import tokenize
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test.checks import Checks  # noqa: E402
 
-# a count conversion (a C one, or a PRI macro between string pieces), whitespace, a word in s
+# a count conversion (a C one, or a PRI macro between string pieces), whitespace, at most two
+# words (the fewest that reach one in s), a word in s; a string's pieces may part any two of them
+_GAP = r'(?:\s+(?:"\s*")?\s*|"\s*"\s+)'
 COUNT_NOUN = re.compile(r'(?<![/%])%(?:"\s*PRI[udi](?:8|16|32|64|MAX|PTR)\s*"|'
                         r'[-+ 0#]*[0-9*]*(?:ll|l|z|h|hh|j|t)?[udi])'
-                        r'(?:"\s*")?\s+([A-Za-z_]+s)\b')
+                        r'((?:' + _GAP + r"[A-Za-z_'-]+){0,2}?)" + _GAP + r'([A-Za-z_]+s)\b')
 UNITS = {'bytes', 'ms', 'us', 'ns', 's', 'secs', 'seconds'}
 VERBS = {'is', 'was', 'has', 'does', 'needs', 'takes', 'makes'}
+# a word between the count and the noun after which the noun is not the count's
+LINKS = {'of', 'in', 'from', 'to', 'for', 'at', 'on', 'by', 'with', 'per', 'out', 'and', 'or',
+         'than', 'KiB', 'MiB', 'GiB', 'TiB', 'B', 'KB', 'MB', 'GB'}
 # (line, flagged?)
 SEEDED = [
     ('"shard %s: %u members left out"', True),
     ('"mounted: %" PRIu64 " objects"', True),
     ('"%zu shards"', True),
     ('"%d\\n" "%d plans"', True),
+    ('"removed %u older views of this dataset"', True),
+    ('"(%llu such names: counter brace_missing)"', True),
+    ('"%zu more " "names of the pattern"', True),
+    ('"(%" PRIu64\n\t\t" fill errors; see the log)"', True),
+    ('"%llu from sidecars"', False),
+    ('"%" PRIu64 " empty class"', False),
+    ('"%" PRIu64 " compressed bytes"', False),
+    ('"%zu of the objects"', False),
+    ('"%u MiB chunks"', False),
+    ('"%u older %s of this dataset", n, fs_plural(n, "view", "views")', False),
     ('"%u %s left out", n, fs_plural(n, "member", "members")', False),
     ('"%" PRIu64 " bytes"', False),
     ('"pack: shard %zu/%zu samples"', False),
@@ -88,8 +106,15 @@ def literal_hits(src, name):
 
 
 def flagged(text):
-    return [m for m in COUNT_NOUN.finditer(text)
-            if m.group(1) not in UNITS and m.group(1) not in VERBS]
+    hits = []
+    for m in COUNT_NOUN.finditer(text):
+        between = re.findall(r"[A-Za-z_'-]+", m.group(1))
+        noun = m.group(2)
+        if (noun in UNITS or noun in VERBS or noun.endswith('ss') or
+                any(w in LINKS or w in UNITS or w in VERBS for w in between)):
+            continue
+        hits.append(m)
+    return hits
 
 
 def main():
@@ -107,7 +132,10 @@ def main():
         with open(os.path.join(root, f), encoding='utf-8', errors='replace') as fh:
             src = fh.read()
         n += 1
-        hits = ['%d: %r ("1 %s")' % (src.count('\n', 0, m.start()) + 1, m.group(0), m.group(1))
+        hits = ['%d: %r ("1%s %s")' % (src.count('\n', 0, m.start()) + 1, m.group(0),
+                                       ''.join(' ' + w for w in
+                                               re.findall(r"[A-Za-z_'-]+", m.group(1))),
+                                       m.group(2))
                 for m in flagged(src)]
         ck.ok(not hits, '%s: no count before a plural noun%s' % (
             f, '' if not hits else ': take the noun from fs_plural: ' + '; '.join(hits)))

@@ -79,7 +79,7 @@ def run(env, ck):
     with open(logf, errors='replace') as f:
         text = f.read()
     one = re.findall(r': named by the pattern but not on the server', text)
-    more = [int(x) for x in re.findall(r'(\d+) more names of the pattern not on the server',
+    more = [int(x) for x in re.findall(r'(\d+) more names? of the pattern not on the server',
                                        text)]
     log('missing names logged one by one: %d; counts: %r' % (len(one), more))
     ck.eq('missing names logged one by one', len(one), 8)
