@@ -170,9 +170,11 @@ void disk_arena_prefault(void *p, size_t n)
 #endif
 }
 
-void *disk_arena_map(size_t size)
+/* size bytes mapped, at a 2 MiB-aligned address madvise'd MADV_HUGEPAGE
+ * when align (the rest of a bigger mapping unmapped), not faulted in. */
+static char *map_aligned(size_t size, int align)
 {
-	size_t span = size >= DISK_ARENA_CHUNK ? size + DISK_ARENA_CHUNK : size, head = 0;
+	size_t span = align ? size + DISK_ARENA_CHUNK : size, head = 0;
 	char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (m == MAP_FAILED)
@@ -186,6 +188,19 @@ void *disk_arena_map(size_t size)
 			munmap(m + head + size, span - head - size);
 		(void)madvise(m + head, size, MADV_HUGEPAGE);
 	}
-	disk_arena_prefault(m + head, size);
 	return m + head;
+}
+
+void *disk_arena_map(size_t size)
+{
+	char *m = map_aligned(size, size >= DISK_ARENA_CHUNK);
+
+	if (m)
+		disk_arena_prefault(m, size);
+	return m;
+}
+
+void *disk_arena_region(size_t size)
+{
+	return map_aligned(size, 1);
 }

@@ -10,8 +10,8 @@
  * the pool's link).
  *
  * Users: the fill sinks' buffers (cachetier_write.c); the stage's span
- * buffers are mappings of their own, pre-faulted (disk_arena_map). The
- * arena has no
+ * buffers are page runs of one region of its own (disk_arena_region,
+ * fetch_stagebuf.c). The arena has no
  * lock of its own: its owner's lock serializes every call but
  * disk_arena_chunk_map and disk_arena_chunk_unmap, which are the only
  * system calls, so an owner may run them with its lock released.
@@ -64,5 +64,12 @@ void disk_arena_fini(struct disk_arena *a);
  * with munmap. */
 void *disk_arena_map(size_t size);
 void disk_arena_prefault(void *p, size_t n);
+/* A region for an owner's own carving (the stage's span buffers): size
+ * bytes (a page multiple) at a 2 MiB-aligned address madvise'd
+ * MADV_HUGEPAGE whatever its size, no page faulted in (the owner faults
+ * in its 2 MiB chunks with disk_arena_prefault as it first uses them: one
+ * huge page each where the kernel has one); NULL: out of memory; unmapped
+ * with munmap. */
+void *disk_arena_region(size_t size);
 
 #endif

@@ -96,9 +96,10 @@ struct fetch_stage_stats {
 	/* a new span's waits for room: spans wholly read that a reply held or
 	 * whose read had not ended (stage_make_room) */
 	uint64_t room_waits;
-	/* its buffers (fetch_stagebuf.c): mapped fresh, taken from the pool
-	 * (of their class; of another, resized), the pool's free bytes now */
-	uint64_t buf_maps, buf_reuses, buf_remaps, buf_free;
+	/* its buffers (fetch_stagebuf.c, page runs of one region): runs
+	 * taken, the region's 2 MiB chunks faulted in, spans refused for no
+	 * free run (their bytes fit), the region's free bytes now */
+	uint64_t buf_runs, buf_chunks, buf_nofit, buf_free;
 };
 void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *st);
 

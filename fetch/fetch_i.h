@@ -96,6 +96,8 @@ void fetch__link_read(struct fetch_link_meter *m, struct fetch_link *l);
 int fetch__stage_new(struct fetch *s, uint64_t max);
 void fetch__stage_free(struct fetch *s);
 uint64_t fetch__stage_max(struct fetch *s); /* 0: no stage */
+/* The stage's region (fetch_stagebuf.c) and its bytes; NULL: none. */
+const void *fetch__stage_region(struct fetch *s, size_t *bytes);
 /* Stage bytes [off, end) of o for plan (its path index last is the
  * span's last planned path, position the plan's now), the planned paths'
  * data sub[0..nsub) (without their tar headers): the store's read into
@@ -133,30 +135,33 @@ int fetch__batch_mem_run(struct cachetier *ct, struct fetch_batch_mem *bm, unsig
 /* The plans now (plans[0..n)): pieces of any other plan are the first
  * the stage frees for room. */
 void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n);
-/* fetch_stagebuf.c: the stage's buffers, page-aligned mappings kept for
- * reuse (the pool: in the stage, under its lock but for _map and
- * _unmap). fetch__stagebuf_size: a span of len bytes' buffer size (its
- * class: whole pages, at most 1/8 more) and class. _take: a free buffer,
- * of len's class if there is one, else of another (*has: its size; NULL:
- * none free; *size: len's class's size). _map: buf (of has bytes) made
- * size bytes (resized, or a fresh mapping: buf NULL, or it could not be
- * resized); NULL: none. _put: buf back in the pool. _trim: free buffers
- * taken out until the pool keeps at most keep bytes, returned as a list
- * for _unmap. */
-#define FETCH_STAGEBUF_CLASSES 416u
+/* fetch_stagebuf.c: the stage's buffers, page runs of one region of
+ * --plan-memory's bytes (the pool: in the stage; every call but _init and
+ * _fini under its lock, no system call). fetch__stagebuf_size: a span of
+ * len bytes' buffer size (its class: whole pages, at most 1/8 more) and
+ * class. _init: the region mapped (2 MiB-aligned, MADV_HUGEPAGE, nothing
+ * faulted in); -ENOMEM. _fits: a free run of size bytes (a class's size)
+ * now. _take: the first free run of size bytes (NULL: none), and the
+ * chunks of the region it reaches first ([*fault, + *nfault), 0 bytes:
+ * none), which the caller faults in with the lock released
+ * (disk_arena_prefault) before the span's read starts. _put: buf's run
+ * free again. */
 struct fetch_stage_pool {
-	void *free[FETCH_STAGEBUF_CLASSES];
-	uint64_t free_bytes;
-	/* buffers mapped fresh, taken from the pool: of their class, of
-	 * another (resized) */
-	uint64_t maps, reuses, remaps;
+	unsigned char *base; /* the region (NULL: none) */
+	size_t pages;	     /* its pages */
+	uint64_t *used;	     /* a bit a page: in a span's run */
+	uint64_t *faulted;   /* a bit a 2 MiB chunk: faulted in */
+	uint64_t free_bytes; /* the region's pages in no run */
+	/* runs taken, chunks faulted in, spans whose bytes fit the stage's
+	 * count but no free run (fetch_stage.c counts those) */
+	uint64_t runs, chunks, nofit;
 };
 size_t fetch__stagebuf_size(size_t len, unsigned *cls);
-void *fetch__stagebuf_take(struct fetch_stage_pool *pl, size_t len, size_t *size, size_t *has);
-void *fetch__stagebuf_map(void *buf, size_t has, size_t size);
+int fetch__stagebuf_init(struct fetch_stage_pool *pl, uint64_t max);
+void fetch__stagebuf_fini(struct fetch_stage_pool *pl);
+int fetch__stagebuf_fits(const struct fetch_stage_pool *pl, size_t size);
+void *fetch__stagebuf_take(struct fetch_stage_pool *pl, size_t size, void **fault, size_t *nfault);
 void fetch__stagebuf_put(struct fetch_stage_pool *pl, void *buf, size_t size);
-void *fetch__stagebuf_trim(struct fetch_stage_pool *pl, uint64_t keep);
-void fetch__stagebuf_unmap(void *list);
 /* fetch_rules.c: the stage's admission and its reads' size class. */
 int fetch__rules_stage(uint64_t len, uint64_t room, int cached);
 int fetch__rules_stage_small(uint64_t len);

@@ -58,11 +58,13 @@
  * buffer until it ends).
  *
  * Memory: the pieces' buffers (whole pages, a span's size rounded up to
- * its class: fetch_stagebuf.c), at most --plan-memory with the free
- * buffers the pool keeps for reuse; a span that does not fit after the
- * pressure rule goes to the store as before. A piece's buffer goes back
- * to the pool when it is unlinked or its failed read's memory goes (no
- * read holds it, the store's read into it ended), never earlier.
+ * its class), page runs of one region of --plan-memory's bytes mapped
+ * once with the stage (fetch_stagebuf.c); their sizes count at most
+ * --plan-memory, and a span needs a free run of its pages: one that does
+ * not fit either after the pressure rule goes to the store as before. A
+ * piece's run goes back to the region when it is unlinked or its failed
+ * read's memory goes (no read holds it, the store's read into it ended),
+ * never earlier.
  * The lock (rank 89, a leaf): the piece list, the waiters and the
  * counters; held for a lookup and a few updates, never across a call into
  * the store, never while copying; the store's I/O thread takes it to end
@@ -74,6 +76,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "disk_arena.h"
 #include "fetch_i.h"
 
 enum stage_state { STAGE_INFLIGHT = 0, STAGE_OK, STAGE_FAILED };
@@ -156,7 +159,7 @@ struct fetch_stage {
 	uint64_t span_max, seq; /* the longest span staged; pieces staged */
 	unsigned inflight;
 	struct fetch_stage_stats c;
-	struct fetch_stage_pool pool; /* free buffers (fetch_stagebuf.c) */
+	struct fetch_stage_pool pool; /* the region's runs (fetch_stagebuf.c) */
 };
 
 int fetch__stage_new(struct fetch *s, uint64_t max)
@@ -168,6 +171,10 @@ int fetch__stage_new(struct fetch *s, uint64_t max)
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
+	if (fetch__stagebuf_init(&st->pool, max) < 0) {
+		free(st);
+		return -ENOMEM;
+	}
 	disk_mutex_init(&st->lock, DISK_LOCK_FETCH_STAGE);
 	pthread_cond_init(&st->cond, NULL);
 	st->max = max;
@@ -303,7 +310,7 @@ void fetch__stage_free(struct fetch *s)
 	disk_mutex_unlock(&st->lock);
 	pieces_free(p);
 	stage_reap(st);
-	fetch__stagebuf_unmap(fetch__stagebuf_trim(&st->pool, 0));
+	fetch__stagebuf_fini(&st->pool);
 	pthread_cond_destroy(&st->cond);
 	disk_mutex_destroy(&st->lock);
 	free(st);
@@ -375,13 +382,21 @@ static void stage_progress(void *arg, uint64_t end)
  * next batch (tests/mount/test_stage.py 'epoch' under load). That wait is
  * bounded by the reply's write to the kernel and by the store's read (its
  * retry budget and stall bound), as a reader's wait for a piece's bytes.
+ * Room is the count and a run: len more bytes within --plan-memory and a
+ * free run of them in the region (fetch_stagebuf.c). When the count has
+ * room and the region no run, the same pieces go, but none is waited for:
+ * no piece to go is no room (nofit counted), the span goes to the store.
  * st->lock held (released while waiting). 1 when there is room. */
 static int stage_make_room(struct fetch_stage *st, uint64_t len, const void *plan,
 			   uint32_t position, struct stage_piece **freed)
 {
-	while (st->bytes + len > st->max) {
+	for (;;) {
+		int over = st->bytes + len > st->max; /* else: no free run */
 		struct stage_piece *v = NULL;
 		int soon = 0; /* a piece wholly read goes once its hold or read ends */
+
+		if (!over && fetch__stagebuf_fits(&st->pool, (size_t)len))
+			return 1;
 
 		for (unsigned i = 0; i < STAGE_LISTS && !(v && (!v->plan || v->left == 0)); i++) {
 			for (struct stage_piece *p = st->head[i]; p; p = p->next) {
@@ -399,20 +414,21 @@ static int stage_make_room(struct fetch_stage *st, uint64_t len, const void *pla
 					v = p;
 			}
 		}
-		if (soon && !(v && (!v->plan || v->left == 0))) {
+		if (over && soon && !(v && (!v->plan || v->left == 0))) {
 			st->c.room_waits++;
 			disk_cond_wait(&st->cond, &st->lock);
 			continue;
 		}
-		if (!v)
+		if (!v) {
+			st->pool.nofit += !over;
 			return 0;
+		}
 		piece_unlink(st, v);
 		if (v->left > 0)
 			st->c.dropped++;
 		v->next = *freed;
 		*freed = v;
 	}
-	return 1;
 }
 
 int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uint64_t end,
@@ -451,74 +467,56 @@ static struct stage_piece *piece_new(struct fetch_stage *st, struct cachetier_ob
 	return p;
 }
 
-/* p listed, counted (*size bytes: its class) and in flight, the room for
- * it made: its buffer a free one of its class (p->buf), else the one to
- * resize (returned; *has its size) or none (NULL: fresh pages). st->lock
- * held. */
-static void *stage_link(struct fetch_stage *st, struct stage_piece *p, size_t *size, size_t *has)
+/* p listed, counted (size bytes: its class) and in flight, the room for
+ * it made (a free run: its buffer); [*fault, + *nfault): the region's
+ * chunks its run reaches first, to fault in unlocked. st->lock held. */
+static void stage_link(struct fetch_stage *st, struct stage_piece *p, size_t size, void **fault,
+		       size_t *nfault)
 {
 	struct stage_piece **l = stage_list(st, p->o, p->off >> STAGE_BUCKET_LOG2);
 	uint64_t len = p->end - p->off;
-	void *taken = fetch__stagebuf_take(&st->pool, (size_t)len, size, has);
 
-	if (!taken)
-		st->pool.maps++;
-	if (taken && *has == *size) {
-		p->buf = taken;
-		taken = NULL;
-	}
-	p->size = *size;
+	p->buf = fetch__stagebuf_take(&st->pool, size, fault, nfault);
+	p->size = size;
 	p->seq = st->seq++;
 	if (len > st->span_max)
 		st->span_max = len;
 	p->next = *l;
 	*l = p;
-	st->bytes += *size;
-	p->counted = *size;
+	st->bytes += size;
+	p->counted = size;
 	st->inflight++;
 	if (st->bytes > st->c.peak)
 		st->c.peak = st->bytes;
-	return taken;
 }
 
 /* Place p (size bytes: its span's class) once there is room for it
  * (stage_make_room, the pieces it unlinks freed unlocked): listed and in
- * flight (stage_link), the pool trimmed to what fits beside the pieces'
- * buffers, and its buffer resized or mapped when the pool had none of its
- * class (found by no read before its read starts: its bytes are served
- * only below the watermark). 0; -ENOSPC: no room (p freed); -ENOMEM: no
- * buffer (p listed and in flight). */
+ * flight with its run (stage_link), the region's chunks its run reaches
+ * first faulted in (found by no read before its read starts: its bytes
+ * are served only below the watermark). 0; -ENOSPC: no room (p freed). */
 static int stage_place(struct fetch_stage *st, struct stage_piece *p, size_t size,
 		       uint32_t position)
 {
 	struct stage_piece *freed = NULL;
-	void *trimmed = NULL, *taken = NULL, *buf;
-	size_t has = 0;
+	void *fault = NULL;
+	size_t nfault = 0;
 	int room;
 
 	disk_mutex_lock(&st->lock);
 	room = stage_make_room(st, size, p->plan, position, &freed);
-	if (room) {
-		taken = stage_link(st, p, &size, &has);
-		trimmed =
-		    fetch__stagebuf_trim(&st->pool, st->bytes < st->max ? st->max - st->bytes : 0);
-	} else {
+	if (room)
+		stage_link(st, p, size, &fault, &nfault);
+	else
 		st->c.full++;
-	}
 	disk_mutex_unlock(&st->lock);
-	fetch__stagebuf_unmap(trimmed);
 	pieces_free(freed);
 	if (!room) {
 		free(p);
 		return -ENOSPC;
 	}
-	if (p->buf)
-		return 0;
-	buf = fetch__stagebuf_map(taken, has, size);
-	disk_mutex_lock(&st->lock);
-	p->buf = buf;
-	disk_mutex_unlock(&st->lock);
-	return buf ? 0 : -ENOMEM;
+	disk_arena_prefault(fault, nfault);
+	return 0;
 }
 
 /* p's read did not start (err, its done not run): the span goes to the
@@ -914,9 +912,9 @@ void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *out)
 	disk_mutex_lock(&st->lock);
 	*out = st->c;
 	out->wait_ms = st->c.wait_ms_ns / 1000000;
-	out->buf_maps = st->pool.maps;
-	out->buf_reuses = st->pool.reuses;
-	out->buf_remaps = st->pool.remaps;
+	out->buf_runs = st->pool.runs;
+	out->buf_chunks = st->pool.chunks;
+	out->buf_nofit = st->pool.nofit;
 	out->buf_free = st->pool.free_bytes;
 	out->now = st->bytes;
 	out->max = st->max;
@@ -963,6 +961,14 @@ void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n)
 		piece_free(freed);
 		freed = nx;
 	}
+}
+
+const void *fetch__stage_region(struct fetch *s, size_t *bytes)
+{
+	struct fetch_stage *st = atomic_load(&s->stage);
+
+	*bytes = st ? st->pool.pages * 4096u : 0;
+	return st ? st->pool.base : NULL;
 }
 
 uint64_t fetch__stage_max(struct fetch *s)

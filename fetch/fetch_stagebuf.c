@@ -1,51 +1,48 @@
 /*
  * fetch_stagebuf.c — the stage's buffers (fetch_i.h: fetch__stagebuf_*):
- * page-aligned mappings kept for reuse, so that a span's buffer is one a
- * span before used (its pages faulted in already) rather than fresh
- * memory whose every page faults on the store's first write (3.9 % of
- * the daemon's samples in the planned epoch, tests/bench/README.md "The
- * stage").
+ * page runs of one region of --plan-memory's bytes (whole pages), mapped
+ * once when the stage is made (disk_arena_region: 2 MiB-aligned,
+ * MADV_HUGEPAGE, no page faulted in) and kept until it goes. A span's run
+ * is taken and given back under the stage's lock with no system call: no
+ * mapping, unmapping or resizing a span (the mremap of the pool of
+ * mappings before it cost the planner thread 4.8 % of the daemon's
+ * samples, its TLB shootdowns; tests/bench/README.md "The stage's spans
+ * in one huge-page region").
  *
  * A buffer's size is its span's rounded up to a class: whole pages, the
  * page count's top four bits kept (at most 1/8 more than the span, less
- * than a page below 8 pages); a span takes a free buffer of its class,
- * else one of another class resized (mremap: the nearest bigger class
- * first, shrunk without a fault, else the nearest smaller, grown: only
- * its new pages fault), else a fresh mapping. A fresh mapping and a grown
- * one's new pages are faulted in with one call (disk_arena_map,
- * disk_arena_prefault: MADV_POPULATE_WRITE), not a trap a page at the
- * store's first write. A buffer's size is always
- * its span's class's: the stage's memory does not depend on which
- * buffers were free. A free buffer keeps its class
- * and the next free one of that class in its first bytes (the pool keeps
- * no memory of its own). The stage counts its buffers' sizes in its
- * memory (--plan-memory), and keeps free buffers only while they and the
- * spans' fit in it (fetch__stagebuf_trim, at each new span): mappings
- * beyond it are unmapped, the biggest class first.
+ * than a page below 8 pages): the stage's memory does not depend on
+ * where runs lie. A run is the region's first free one of its pages
+ * (first fit, a bit a page). The region's 2 MiB chunks are faulted in
+ * the first time a run reaches them (fetch__stagebuf_take hands out the
+ * range, the caller faults it in with the lock released before the
+ * span's read starts: disk_arena_prefault, MADV_POPULATE_WRITE: one huge
+ * page a chunk where the kernel has one), and stay so: after the first
+ * epoch the stage takes no page fault. Resident: the chunks runs have
+ * reached, at most the region, at most --plan-memory.
  *
- * The pool is the stage's (struct fetch_stage_pool in it): every call but
- * fetch__stagebuf_map and fetch__stagebuf_unmap runs under the stage's
- * lock and makes no system call; mapping, resizing and unmapping run with
- * it released. A buffer goes back to the pool only once no read holds its
- * span and the store's read into it ended (fetch_stage.c: piece_unlink,
- * piece_drop_buf), and a read is served only bytes its own span's read
- * wrote (below its watermark): a reused buffer's old bytes are never
- * served (tests/unit/test_stagebuf.c).
+ * Fragmentation is the room rule's (fetch_stage.c, stage_make_room): a
+ * span whose bytes fit the stage's count but no free run of its pages is
+ * "no room" once no piece can go for it (nofit counted), and goes to the
+ * store as any span the stage has no room for: never a wrong byte
+ * (tests/unit/test_stagebuf.c checks each refusal against the runs the
+ * spans hold).
+ *
+ * A buffer goes back only once no read holds its span and the store's
+ * read into it ended (fetch_stage.c: piece_unlink, piece_drop_buf), and a
+ * read is served only bytes its own span's read wrote (below its
+ * watermark): a reused run's old bytes are never served.
  */
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "disk_arena.h"
 #include "fetch_i.h"
 
-#define PAGE 4096u
-
-/* A free buffer's first bytes. */
-struct stagebuf_free {
-	struct stagebuf_free *next;
-	size_t size;
-};
+#define PAGE   4096u
+#define CHUNKP (DISK_ARENA_CHUNK / PAGE) /* pages a 2 MiB chunk */
 
 /* The class of a buffer of size (a page multiple) and size of class c. */
 static unsigned class_of_pages(uint64_t pages, uint64_t *rounded)
@@ -75,91 +72,116 @@ size_t fetch__stagebuf_size(size_t len, unsigned *cls)
 	return (size_t)(rounded * PAGE);
 }
 
-void *fetch__stagebuf_take(struct fetch_stage_pool *pl, size_t len, size_t *size, size_t *has)
+int fetch__stagebuf_init(struct fetch_stage_pool *pl, uint64_t max)
 {
-	unsigned c, k = FETCH_STAGEBUF_CLASSES;
-	struct stagebuf_free *f;
+	size_t pages = (size_t)(max / PAGE), words = (pages + 63) / 64;
+	size_t chunks = (pages + CHUNKP - 1) / CHUNKP;
 
-	*size = fetch__stagebuf_size(len, &c);
-	if (pl->free[c]) {
-		k = c;
-	} else if (pl->free_bytes > 0) {
-		/* another class: the nearest bigger one (shrunk: no fault),
-		 * else the nearest smaller one (grown: its new pages fault) */
-		for (unsigned j = c + 1; j < FETCH_STAGEBUF_CLASSES && k == FETCH_STAGEBUF_CLASSES;
-		     j++)
-			k = pl->free[j] ? j : k;
-		for (unsigned j = c; j-- > 0 && k == FETCH_STAGEBUF_CLASSES;)
-			k = pl->free[j] ? j : k;
+	*pl = (struct fetch_stage_pool){.pages = pages};
+	if (pages == 0)
+		return 0;
+	pl->used = calloc(words, sizeof(uint64_t));
+	pl->faulted = calloc((chunks + 63) / 64, sizeof(uint64_t));
+	pl->base = disk_arena_region(pages * PAGE);
+	if (!pl->used || !pl->faulted || !pl->base) {
+		fetch__stagebuf_fini(pl);
+		return -ENOMEM;
 	}
-	if (k == FETCH_STAGEBUF_CLASSES)
-		return NULL;
-	f = pl->free[k];
-	pl->free[k] = f->next;
-	pl->free_bytes -= f->size;
-	*has = f->size;
-	if (k == c)
-		pl->reuses++;
-	else
-		pl->remaps++;
-	return f;
+	pl->free_bytes = (uint64_t)pages * PAGE;
+	return 0;
 }
 
-void *fetch__stagebuf_map(void *buf, size_t has, size_t size)
+void fetch__stagebuf_fini(struct fetch_stage_pool *pl)
 {
-	void *p;
+	if (pl->base)
+		munmap(pl->base, pl->pages * PAGE);
+	free(pl->used);
+	free(pl->faulted);
+	*pl = (struct fetch_stage_pool){0};
+}
 
-	if (buf && has == size)
-		return buf;
-	if (buf) {
-		p = mremap(buf, has, size, MREMAP_MAYMOVE);
-		if (p != MAP_FAILED) {
-			if (size > has) /* grown: its new pages faulted in at once */
-				disk_arena_prefault((char *)p + has, size - has);
-			return p;
+static int page_used(const struct fetch_stage_pool *pl, size_t i)
+{
+	return (int)((pl->used[i / 64] >> (i % 64)) & 1u);
+}
+
+/* The first page of the region's first free run of n pages; pl->pages:
+ * none. Skips a word of used pages at a time. */
+static size_t run_find(const struct fetch_stage_pool *pl, size_t n)
+{
+	size_t i = 0;
+
+	while (i + n <= pl->pages) {
+		size_t j;
+
+		if (i % 64 == 0 && pl->used[i / 64] == UINT64_MAX) {
+			i += 64;
+			continue;
 		}
-		munmap(buf, has);
+		if (page_used(pl, i)) {
+			i++;
+			continue;
+		}
+		for (j = i; j < i + n && !page_used(pl, j); j++) {
+			if (j % 64 == 0 && j + 64 <= i + n && pl->used[j / 64] == 0)
+				j += 63; /* a word of free pages */
+		}
+		if (j >= i + n)
+			return i;
+		i = j + 1; /* j is used: no run starts before it */
 	}
-	return disk_arena_map(size);
+	return pl->pages;
+}
+
+static void run_mark(struct fetch_stage_pool *pl, size_t i, size_t n, int used)
+{
+	for (size_t j = i; j < i + n; j++) {
+		if (used)
+			pl->used[j / 64] |= 1ull << (j % 64);
+		else
+			pl->used[j / 64] &= ~(1ull << (j % 64));
+	}
+}
+
+int fetch__stagebuf_fits(const struct fetch_stage_pool *pl, size_t size)
+{
+	return size <= pl->free_bytes && run_find(pl, size / PAGE) < pl->pages;
+}
+
+void *fetch__stagebuf_take(struct fetch_stage_pool *pl, size_t size, void **fault, size_t *nfault)
+{
+	size_t n = size / PAGE, i = size <= pl->free_bytes ? run_find(pl, n) : pl->pages;
+	size_t lo = SIZE_MAX, hi = 0;
+
+	*fault = NULL;
+	*nfault = 0;
+	if (n == 0 || i >= pl->pages)
+		return NULL;
+	run_mark(pl, i, n, 1);
+	pl->free_bytes -= size;
+	pl->runs++;
+	/* the chunks the run reaches first: faulted in by the caller */
+	for (size_t c = i / CHUNKP; c <= (i + n - 1) / CHUNKP; c++) {
+		if ((pl->faulted[c / 64] >> (c % 64)) & 1u)
+			continue;
+		pl->faulted[c / 64] |= 1ull << (c % 64);
+		pl->chunks++;
+		lo = c < lo ? c : lo;
+		hi = c + 1;
+	}
+	if (hi) {
+		size_t end = hi * CHUNKP < pl->pages ? hi * CHUNKP : pl->pages;
+
+		*fault = pl->base + lo * CHUNKP * PAGE;
+		*nfault = (end - lo * CHUNKP) * PAGE;
+	}
+	return pl->base + i * PAGE;
 }
 
 void fetch__stagebuf_put(struct fetch_stage_pool *pl, void *buf, size_t size)
 {
-	struct stagebuf_free *f = buf;
-	unsigned c;
+	size_t i = (size_t)((unsigned char *)buf - pl->base) / PAGE;
 
-	fetch__stagebuf_size(size, &c);
-	f->size = size;
-	f->next = pl->free[c];
-	pl->free[c] = f;
+	run_mark(pl, i, size / PAGE, 0);
 	pl->free_bytes += size;
-}
-
-void *fetch__stagebuf_trim(struct fetch_stage_pool *pl, uint64_t keep)
-{
-	struct stagebuf_free *out = NULL;
-
-	for (unsigned c = FETCH_STAGEBUF_CLASSES; c-- > 0 && pl->free_bytes > keep;) {
-		while (pl->free[c] && pl->free_bytes > keep) {
-			struct stagebuf_free *f = pl->free[c];
-
-			pl->free[c] = f->next;
-			pl->free_bytes -= f->size;
-			f->next = out;
-			out = f;
-		}
-	}
-	return out;
-}
-
-void fetch__stagebuf_unmap(void *list)
-{
-	struct stagebuf_free *f = list;
-
-	while (f) {
-		struct stagebuf_free *n = f->next;
-
-		munmap(f, f->size);
-		f = n;
-	}
 }

@@ -13,7 +13,9 @@
  * a byte is written (mincore: pre-faulted), the 4 MiB at a 2 MiB-aligned
  * address; a mapping's second half faulted in by disk_arena_prefault
  * (exactly half its pages resident). Without MADV_POPULATE_WRITE the 3
- * checks of residency fail.
+ * checks of residency fail. A region (disk_arena_region, the stage's
+ * runs): 3 pages at a 2 MiB-aligned address, none resident until one
+ * is faulted in (then exactly it).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -118,6 +120,19 @@ int main(void)
 		munmap(m3, 3 * 4096);
 		munmap(m4, 4u << 20);
 		munmap(h, 64 * 4096);
+	}
+	{
+		char *r = disk_arena_region(3 * 4096);
+
+		if (!r)
+			return 1;
+		CHECK(chunk_of(r) == (uintptr_t)r && resident(r, 3 * 4096) == 0,
+		      "a region at %p, %zu of its 3 pages resident, not 0", (void *)r,
+		      resident(r, 3 * 4096));
+		disk_arena_prefault(r + 4096, 4096);
+		CHECK(resident(r, 3 * 4096) == 1, "%zu of 3 pages resident, not the 1 faulted in",
+		      resident(r, 3 * 4096));
+		munmap(r, 3 * 4096);
 	}
 	return check_summary("arena");
 }

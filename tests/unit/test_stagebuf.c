@@ -17,8 +17,12 @@
  * its buffer goes once no hold keeps it), a plan cleared (its spans
  * freed). After every step, against a model: the stage's memory exactly
  * the buffers of the spans that keep one (fetch__stagebuf_size each), and
- * it and the pool's free bytes within the stage; at the end buffers were
- * reused and fewer mapped than staged.
+ * it and the region's free bytes the region, within the stage. The
+ * region's runs (fetch_stagebuf.c) against the model's: a span is staged
+ * exactly when the runs the spans keep leave a gap of its buffer's size,
+ * at the first such gap (first fit), else refused as no room and counted
+ * (buf_nofit); at the end every staged span took a run and the region's
+ * one 2 MiB chunk was faulted in once.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -87,6 +91,31 @@ static int keeps_buf(const struct span *x)
 	return x->used && !(x->failed && x->holds == 0);
 }
 
+/* The first gap of size bytes between the runs of the spans that keep a
+ * buffer in the region [base, base + bytes); bytes: none. */
+static size_t model_gap(const unsigned char *base, size_t bytes, size_t size)
+{
+	size_t at = 0;
+
+	for (;;) {
+		size_t next = at;
+
+		for (unsigned i = 0; i < NSLOT; i++) {
+			size_t a, b;
+
+			if (!keeps_buf(&sp[i]))
+				continue;
+			a = (size_t)((unsigned char *)sp[i].rd.buf - base);
+			b = a + fetch__stagebuf_size((size_t)sp[i].len, NULL);
+			if (a < at + size && b > at && b > next)
+				next = b; /* overlaps [at, at + size): past it */
+		}
+		if (next == at)
+			return at + size <= bytes ? at : bytes;
+		at = next;
+	}
+}
+
 static uint64_t model_mem(void)
 {
 	uint64_t n = 0;
@@ -128,7 +157,9 @@ int main(void)
 	struct fetch *s;
 	struct fetch_stage_stats st;
 	unsigned char *buf = malloc(SLOT);
-	uint64_t staged = 0, served = 0, wrong = 0, refused = 0, mem_bad = 0;
+	uint64_t staged = 0, served = 0, wrong = 0, refused = 0, mem_bad = 0, nofit = 0;
+	const unsigned char *base;
+	size_t region;
 	int err;
 
 	rs = seed * 2654435761u + 1;
@@ -138,6 +169,9 @@ int main(void)
 	o = rig.o;
 	if (!buf)
 		FAIL("malloc");
+	base = fetch__stage_region(s, &region);
+	CHECK(base && region == MAX && (uintptr_t)base % (2u << 20) == 0,
+	      "the stage's region: %zu bytes at a 2 MiB-aligned address", region);
 	for (int step = 0; step < STEPS; step++) {
 		unsigned k = (unsigned)rn(NSLOT);
 		struct span *x = &sp[k];
@@ -145,10 +179,12 @@ int main(void)
 
 		if (what < 15) { /* stage a span in a free slot, if it fits */
 			uint64_t len = 20 * 1024 + rn(110 * 1024);
+			size_t size = fetch__stagebuf_size((size_t)len, NULL), gap;
 			struct cachetier_piece sub;
 
-			if (x->used || model_mem() + fetch__stagebuf_size((size_t)len, NULL) > MAX)
+			if (x->used || model_mem() + size > MAX)
 				continue;
+			gap = model_gap(base, region, size);
 			memset(x, 0, sizeof(*x));
 			x->off = (uint64_t)k * SLOT + rn(SLOT - len);
 			x->len = len;
@@ -160,12 +196,18 @@ int main(void)
 			sub = (struct cachetier_piece){.off = x->off, .len = len};
 			err = fetch__stage_add_via(s, o, x->off, x->off + len, &sub, 1,
 						   &plan_ids[x->plan], 0, 0, rec_read, &x->rd);
-			CHECK(err == 0, "step %d: a span of %llu bytes staged: %d", step,
-			      (unsigned long long)len, err);
+			CHECK(err == (gap < region ? 0 : -ENOSPC),
+			      "step %d: a span of %llu bytes staged (a free run: %d): %d", step,
+			      (unsigned long long)len, gap < region, err);
 			if (err) {
+				nofit++;
 				free(x->seen);
+				x->seen = NULL;
 				continue;
 			}
+			CHECK((unsigned char *)x->rd.buf == base + gap,
+			      "step %d: the span's run at %zd, the first gap at %zu", step,
+			      (unsigned char *)x->rd.buf - base, gap);
 			x->used = 1;
 			staged++;
 		} else if (what < 40) { /* some of its bytes land */
@@ -242,12 +284,15 @@ int main(void)
 			}
 		}
 		fetch_stage_stats_get(s, &st);
-		if ((st.now != model_mem() || st.now + st.buf_free > MAX) && mem_bad++ < 5)
+		if ((st.now != model_mem() || st.now + st.buf_free != region ||
+		     st.buf_nofit != nofit) &&
+		    mem_bad++ < 5)
 			fprintf(stderr,
-				"step %d: stage memory %llu (model %llu), free buffers %llu, "
-				"within %u?\n",
+				"step %d: stage memory %llu (model %llu), the region's free bytes "
+				"%llu, its %zu? %llu refused for no run (model %llu)\n",
 				step, (unsigned long long)st.now, (unsigned long long)model_mem(),
-				(unsigned long long)st.buf_free, MAX);
+				(unsigned long long)st.buf_free, region,
+				(unsigned long long)st.buf_nofit, (unsigned long long)nofit);
 	}
 	CHECK(mem_bad == 0,
 	      "%llu steps where the stage's memory was not the model's or beyond the stage",
@@ -255,19 +300,19 @@ int main(void)
 	while (nholds)
 		release_one(0, STEPS);
 	fetch_stage_stats_get(s, &st);
-	printf("stagebuf: %llu spans staged, %llu reads served, %llu fallbacks, %llu buffers "
-	       "mapped, %llu reused, %llu resized, %llu failed\n",
-	       (unsigned long long)staged, (unsigned long long)served, (unsigned long long)refused,
-	       (unsigned long long)st.buf_maps, (unsigned long long)st.buf_reuses,
-	       (unsigned long long)st.buf_remaps, (unsigned long long)st.failed);
+	printf("stagebuf: %llu spans staged, %llu refused for no run, %llu reads served, %llu "
+	       "fallbacks, %llu runs, %llu chunks faulted in, %llu failed\n",
+	       (unsigned long long)staged, (unsigned long long)nofit, (unsigned long long)served,
+	       (unsigned long long)refused, (unsigned long long)st.buf_runs,
+	       (unsigned long long)st.buf_chunks, (unsigned long long)st.failed);
 	CHECK(wrong == 0, "%llu reads got bytes not the object's", (unsigned long long)wrong);
 	CHECK(staged > 500 && served > 1000, "%llu spans staged, %llu reads served",
 	      (unsigned long long)staged, (unsigned long long)served);
-	CHECK(st.buf_maps < staged / 4 && st.buf_maps + st.buf_reuses + st.buf_remaps == staged,
-	      "buffers taken from the pool for most spans (%llu): %llu of their class, %llu "
-	      "resized, %llu mapped",
-	      (unsigned long long)staged, (unsigned long long)st.buf_reuses,
-	      (unsigned long long)st.buf_remaps, (unsigned long long)st.buf_maps);
+	CHECK(st.buf_runs == staged && st.buf_chunks == 1 && nofit > 0,
+	      "a run for each of %llu spans staged (%llu), the region's chunk faulted in once "
+	      "(%llu), some refused for no run (%llu)",
+	      (unsigned long long)staged, (unsigned long long)st.buf_runs,
+	      (unsigned long long)st.buf_chunks, (unsigned long long)nofit);
 	for (unsigned i = 0; i < NSLOT; i++) {
 		if (sp[i].used && !sp[i].done)
 			sp[i].rd.donefn(sp[i].rd.arg, -EIO);
