@@ -145,10 +145,10 @@ struct walk {
 /* List the directory w->key (keylen bytes; "" the root) and below it
  * through w->cb. A directory that gives nothing (empty, or only files of
  * other kinds: fifos, sockets, dangling links) is given as one (info.dir),
- * so that the mount shows it as find(1) does; an unreadable or too deep
- * one, or a symlink to a directory on its own path (a loop: skipped with
- * a warning, as find -L says), is skipped and keeps its parent from being
- * shown empty. */
+ * so that the mount shows it as find(1) does; an unreadable one (the log
+ * says so, once for the directory, naming it), a too deep one, or a symlink to a directory on its
+ * own path (a loop: skipped with a warning, as find -L says), is skipped and keeps its parent from
+ * being shown empty. */
 static int local_walk(struct walk *w, size_t keylen, int depth)
 {
 	char *key = w->key;
@@ -156,15 +156,21 @@ static int local_walk(struct walk *w, size_t keylen, int depth)
 	struct dirent *de;
 	struct stat dst;
 	uint64_t before;
-	int fd, ret = 0;
+	int fd, ret = 0, unstat = 0;
 
 	/* skipped, too deep or unreadable: its parent is not empty either */
 	w->listed++;
 	if (depth > LOCAL_MAX_DEPTH)
 		return 0;
 	fd = openat(w->rootfd, keylen ? key : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return depth == 0 ? -errno : 0; /* an unreadable subdirectory is skipped */
+	if (fd < 0) {
+		if (depth == 0)
+			return -errno;
+		/* an unreadable subdirectory is skipped, and the log says so */
+		backend_log(w->be, BACKEND_LOG_WARN,
+			    "source: cannot read directory %s (%s): skipped", key, strerror(errno));
+		return 0;
+	}
 	before = w->listed;
 	d = fdopendir(fd);
 	if (!d) {
@@ -194,8 +200,22 @@ static int local_walk(struct walk *w, size_t keylen, int depth)
 			key[keylen] = '/';
 		memcpy(key + keylen + (keylen ? 1 : 0), de->d_name, n + 1);
 		if (fstatat(w->rootfd, key, &st, 0) < 0) {
+			/* dangling symlink or vanished: not an object; anything else
+			 * (a directory that can be listed, not searched: EACCES) is
+			 * said, once for the directory */
+			int e = errno;
+
 			key[keylen] = '\0';
-			continue; /* dangling symlink or vanished: not an object */
+			if (e == ENOENT || e == ENOTDIR)
+				continue;
+			if (!unstat)
+				backend_log(w->be, BACKEND_LOG_WARN,
+					    "source: cannot read the entries of directory %s (%s): "
+					    "skipped",
+					    keylen ? key : ".", strerror(e));
+			unstat = 1;
+			w->listed++; /* skipped: its parent is not shown empty */
+			continue;
 		}
 		for (int i = 0; S_ISDIR(st.st_mode) && i <= depth && !loop; i++)
 			loop = w->up[i].dev == st.st_dev && w->up[i].ino == st.st_ino;

@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""shardfs mount tests: a hostile newcomer's pass (round 7), each finding replayed as a seeded
+test.
+
+usage: test_hostile7.py SHARDFS GROUP
+GROUP:
+  unreadable  a seeded local source: a tree of directories, each holding a shard, some of
+              them unreadable (mode 000: cannot be opened) and some listable only (mode 0444:
+              their entries cannot be looked at), and a plain file of mode 000. The daemon
+              runs as root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv drops
+              them from its bounding set), so the modes hold for it as for any user. The
+              mount's tree is exactly what lies below readable directories only; the log
+              warns once for each unreadable directory it met (the topmost of a chain),
+              naming it, at the mount and again at each 'shardfs refresh' (a new look at the
+              source); the mode-000 file shows and its read fails EACCES, and a member's bytes
+              come exact. Before the mend such directories were skipped silently: a user saw
+              part of the data set and no word why.
+
+Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import errno  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
+
+# the daemon without the capabilities that let root read past a directory's mode
+NO_DAC = ['setpriv', '--bounding-set', '-dac_override,-dac_read_search', '--']
+
+
+def group_unreadable(env, ck):
+    rng = env.rng
+    if not shutil.which('setpriv'):
+        raise ml.Skip('no setpriv (util-linux) to drop the daemon\'s DAC capabilities', 'tool')
+    src = env.path('src')
+    os.makedirs(src)
+    # a tree: each directory holds a shard s.tar of one member naming its directory
+    dirs = ['']
+    modes = {}
+    for i in range(rng.randint(6, 12)):
+        parent = rng.choice(dirs)
+        d = os.path.join(parent, 'd%d' % i)
+        os.makedirs(os.path.join(src, d))
+        dirs.append(d)
+        modes[d] = rng.choice([0o755, 0o755, 0o000, 0o444])
+    for d, mode in (('none', 0o000), ('list', 0o444)):  # one of each kind at least
+        os.makedirs(os.path.join(src, d))
+        dirs.append(d)
+        modes[d] = mode
+    for d in dirs:
+        ml.write_file(os.path.join(src, d, 's.tar'),
+                      ml.tar_bytes([('m.txt', ('in %s\n' % (d or '.')).encode())]))
+    ml.write_file(os.path.join(src, 'secret.txt'), b'not for anyone\n')
+    os.chmod(os.path.join(src, 'secret.txt'), 0)
+    for d in sorted(modes, key=len, reverse=True):  # the deepest first: parents stay open
+        os.chmod(os.path.join(src, d), modes[d])
+    log('modes: %s' % ', '.join('%s %03o' % (d, m) for d, m in sorted(modes.items())))
+
+    def readable(d):
+        parts = d.split('/') if d else []
+        return all(modes['/'.join(parts[:k + 1])] == 0o755 for k in range(len(parts)))
+
+    # the unreadable directories the walk meets: below readable ones only
+    met = [d for d in dirs[1:] if modes[d] != 0o755 and readable(os.path.dirname(d))]
+    want = {'secret.txt'}
+    for d in dirs:
+        if readable(d):
+            for x in (d, os.path.join(d, 's.tar'), os.path.join(d, 's'),
+                      os.path.join(d, 's', 'm.txt')):
+                if x:
+                    want.add(os.path.normpath(x))
+    try:
+        with ml.Mount(env, src, cache_dir=env.path('cache'), prefix=NO_DAC) as m:
+            def tree():
+                got = set()
+                for dp, dns, fns in os.walk(m.mnt):
+                    rel = os.path.relpath(dp, m.mnt)
+                    dns[:] = [x for x in dns if x != '.shardfs']
+                    got |= {os.path.normpath(os.path.join(rel, x)) for x in dns + fns}
+                return sorted(got)
+
+            ck.eq('the mount\'s tree: what lies below readable directories', tree(), sorted(want))
+            for d in [x for x in dirs if readable(x)]:
+                p = os.path.join(m.mnt, d, 's', 'm.txt')
+                ck.eq('%s: bytes' % p, ml.read_result(p),
+                      ('ok', ('in %s\n' % (d or '.')).encode()))
+            ck.eq('secret.txt (mode 000): its read', ml.read_result(
+                os.path.join(m.mnt, 'secret.txt')), ('err', errno.EACCES))
+            r = env.run([env.shardfs, 'refresh', m.mnt])
+            ck.eq('refresh: exit', r.returncode, 0)
+            ck.eq('after refresh: the mount\'s tree', tree(), sorted(want))
+            text = ml.logs_under(env.path('cache'))
+            for d in met:
+                what = ('source: cannot read directory %s (Permission denied): skipped' % d
+                        if modes[d] == 0 else
+                        'source: cannot read the entries of directory %s (Permission denied): '
+                        'skipped' % d)
+                ck.eq('log: the warning naming %s (mount and refresh)' % d, text.count(what), 2)
+            ck.eq('log: warnings about reading the source (mount and refresh)',
+                  text.count('source: cannot read'), 2 * len(met))
+    finally:
+        for d in modes:
+            os.chmod(os.path.join(src, d), 0o755)
+
+
+GROUPS = {'unreadable': (group_unreadable, 120)}
+
+
+if __name__ == '__main__':
+    ml.run_groups(GROUPS, __doc__)
