@@ -48,6 +48,8 @@ enum disk_lock_rank {
 	DISK_LOCK_BE_ERROR = 76, /* backend: the failures logged (a leaf) */
 	DISK_LOCK_BE_QUEUE = 78, /* backend: the I/O loop's request queue (a leaf) */
 	DISK_LOCK_BE_WAIT = 80,	 /* backend: a waiter's lock (one request or a batch; a leaf) */
+	DISK_LOCK_SIDECAR_GET = 81,  /* fs/core: a sidecar's download a request waits for (a
+				      * leaf; the I/O thread copies its pieces in under it) */
 	DISK_LOCK_FETCH_STAGE = 89,  /* fetch/: the stage's pieces (a leaf; the I/O thread ends
 				      * a staged read under it) */
 	DISK_LOCK_FETCH_STREAM = 90, /* fetch/: a stripe of the stream table (a leaf) */

@@ -549,11 +549,13 @@ void fs_shard_request_begin(void);
 /* A codec's name in index identities and log lines (CACHETIER_RAW, _GZIP,
  * _ZSTD), fs_shard.c's. */
 extern const char *const fs_codec_names[3];
-/* fs_sidecar.c: the sidecar's index of shard object o (codec, its stream),
- * or NULL when there is none or it is unusable (logged and counted);
- * *sobj gets the sidecar's object. */
-struct shardidx *fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int codec,
-				 struct cachetier_obj *stream, uint32_t *sobj);
+/* fs_sidecar.c: *ix gets the sidecar's index of shard object o (codec, its
+ * stream), or NULL when there is none or it is unusable (logged and
+ * counted); *sobj gets the sidecar's object. 0, or -EINTR when the calling
+ * thread's request gave up its reads of the store (cachetier_request_stop:
+ * within CACHETIER_STOP_TICK_MS; nothing logged or counted). */
+int fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int codec, struct cachetier_obj *stream,
+		    struct shardidx **ix, uint32_t *sobj);
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw);
 /* 1 when entry idx of shard's index (loaded) has to be checked against its
  * own tar header before its bytes are served: the index came from a

@@ -472,7 +472,11 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 		return err;
 	}
 	if (!ix) {
-		ix = fs_sidecar_load(fs, o, codec, stream, &s->sidecar_obj);
+		err = fs_sidecar_load(fs, o, codec, stream, &ix, &s->sidecar_obj);
+		if (err == -EINTR) { /* its request gave up (fs_shard_index) */
+			cachetier_obj_unref(stream);
+			return err;
+		}
 		if (ix) {
 			/* trusted per member only once its tar header checks out */
 			struct shardidx_info info;

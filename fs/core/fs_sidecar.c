@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,107 @@ int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id)
 	return 0;
 }
 
+/* ---- the store's reads, given up with their request -----------------------
+ * The sidecar and its shard's tail are read from the store for the request
+ * that builds the shard's index (fs_shard_index), which its sender may give
+ * up (fs_op_stop_on): the read then ends with -EINTR within
+ * CACHETIER_STOP_TICK_MS, as the build's reads of the shard do. It runs as
+ * backend_read_version_async (a small read, as backend_pread_version's) and
+ * the request waits for it with cachetier_request_wait; given up, the
+ * request leaves, its buffer is no longer written (the sink's next piece, or
+ * its len-0 call at least about once a second, stops the transfer), and the
+ * read's done frees what is left. A thread without a stop (a mount's
+ * imagefolder build) reads with backend_pread_version. */
+struct sc_get {
+	struct disk_mutex lock; /* DISK_LOCK_SIDECAR_GET: everything below (a leaf) */
+	pthread_cond_t cond;
+	unsigned char *buf; /* the caller's; NULL once it gave up */
+	size_t len;
+	uint64_t off;
+	uint64_t bytes;
+	int err, done, refs; /* refs: the caller's and the read's */
+};
+
+static void sc_get_put(struct sc_get *g)
+{
+	int last;
+
+	disk_mutex_lock(&g->lock);
+	last = --g->refs == 0;
+	disk_mutex_unlock(&g->lock);
+	if (!last)
+		return;
+	pthread_cond_destroy(&g->cond);
+	disk_mutex_destroy(&g->lock);
+	free(g);
+}
+
+static int sc_get_sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct sc_get *g = arg;
+	int err = 0;
+
+	disk_mutex_lock(&g->lock);
+	if (!g->buf)
+		err = -EINTR; /* the request gave up: stop the transfer */
+	else if (off < g->off || off - g->off > g->len || len > g->len - (off - g->off))
+		err = -EIO; /* not the range asked for */
+	else if (len)
+		memcpy(g->buf + (off - g->off), buf, len);
+	disk_mutex_unlock(&g->lock);
+	return err;
+}
+
+static void sc_get_done(void *arg, int err, uint64_t bytes)
+{
+	struct sc_get *g = arg;
+
+	disk_mutex_lock(&g->lock);
+	g->err = err;
+	g->bytes = bytes;
+	g->done = 1;
+	pthread_cond_broadcast(&g->cond);
+	disk_mutex_unlock(&g->lock);
+	sc_get_put(g);
+}
+
+static int sc_get_ended(void *arg)
+{
+	return ((struct sc_get *)arg)->done;
+}
+
+/* backend_pread_version of key, given up with the calling thread's request
+ * (-EINTR within CACHETIER_STOP_TICK_MS of its stop). */
+static ssize_t sidecar_pread(struct fs *fs, const char *key, const char *etag, uint64_t size,
+			     void *buf, size_t len, uint64_t off)
+{
+	struct sc_get *g;
+	ssize_t n;
+	int err;
+
+	if (!cachetier_request_stoppable())
+		return backend_pread_version(fs->be, key, etag, size, buf, len, off);
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	disk_mutex_init(&g->lock, DISK_LOCK_SIDECAR_GET);
+	pthread_cond_init(&g->cond, NULL);
+	g->buf = buf;
+	g->len = len;
+	g->off = off;
+	g->refs = 2;
+	backend_read_version_async(fs->be, key, etag, size, off, len, BACKEND_READ_SMALL,
+				   sc_get_sink, g, sc_get_done, g);
+	disk_mutex_lock(&g->lock);
+	err = cachetier_request_wait(&g->cond, &g->lock, NULL, sc_get_ended, g);
+	if (err < 0)
+		g->buf = NULL; /* the read's sink writes it no more */
+	n = err < 0 ? err : g->err < 0 ? g->err : (ssize_t)g->bytes;
+	disk_mutex_unlock(&g->lock);
+	sc_get_put(g);
+	return n;
+}
+
 /* The identity sidecar buf says it was made for, and whether shard object
  * o is that shard now: 0, -ESTALE (another shard or version), or an error
  * reading the shard. */
@@ -122,8 +224,8 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 
 		if (!tail)
 			return -ENOMEM;
-		n = backend_pread_version(fs->be, o->key, o->info.etag, o->info.size, tail, want,
-					  o->info.size - want);
+		n = sidecar_pread(fs, o->key, o->info.etag, o->info.size, tail, want,
+				  o->info.size - want);
 		if (n == (ssize_t)want)
 			id.tail_fnv = disk_fnv64(tail, want);
 		free(tail);
@@ -149,26 +251,33 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 	return *identlen == slen && memcmp(ident, stored, slen) == 0 ? 0 : -ESTALE;
 }
 
-/* Does the tar header before entry e's data describe e? */
+/* Does the tar header before entry e's data describe e? 1, 0, or -EINTR
+ * (the request gave up: sidecar_pread). */
 static int sidecar_header_ok(struct cachetier_obj *stream, const struct shardidx_entry *e)
 {
 	unsigned char h[512];
+	ssize_t n;
 
 	/* a probe: the first member's header is at the shard's start, where
 	 * a read would start a whole readahead window */
-	if (e->data_off < 512 || fetch_pread_probe(stream, h, 512, e->data_off - 512) != 512)
+	if (e->data_off < 512)
 		return 0;
-	return shardidx_header_describes(h, e);
+	n = fetch_pread_probe(stream, h, 512, e->data_off - 512);
+	if (n == -EINTR)
+		return -EINTR;
+	return n == 512 && shardidx_header_describes(h, e);
 }
 
 /* Check the first and the last regular, non-sparse member against the
- * shard. An index with sparse members is not used: their headers are not
- * just before their data, so a read could not check them (fs_member_read). */
+ * shard: 1, 0, or -EINTR. An index with sparse members is not used: their
+ * headers are not just before their data, so a read could not check them
+ * (fs_member_read). */
 static int sidecar_matches(const struct shardidx *ix, struct cachetier_obj *stream)
 {
 	struct shardidx_info info;
 	struct shardidx_entry e;
 	uint32_t first = SHARDIDX_NONE, last = SHARDIDX_NONE;
+	int ok;
 
 	shardidx_get_info(ix, &info);
 	for (uint32_t i = 0; i < info.nentries; i++) {
@@ -185,14 +294,15 @@ static int sidecar_matches(const struct shardidx *ix, struct cachetier_obj *stre
 	if (first == SHARDIDX_NONE)
 		return 1; /* nothing to compare; the size matched */
 	shardidx_entry_get(ix, first, &e);
-	if (!sidecar_header_ok(stream, &e))
-		return 0;
+	ok = sidecar_header_ok(stream, &e);
+	if (ok <= 0)
+		return ok;
 	shardidx_entry_get(ix, last, &e);
 	return sidecar_header_ok(stream, &e);
 }
 
-struct shardidx *fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int codec,
-				 struct cachetier_obj *stream, uint32_t *sobj)
+int fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int codec, struct cachetier_obj *stream,
+		    struct shardidx **out, uint32_t *sobj)
 {
 	char name[512], ident[256];
 	const struct fs_dirent *d;
@@ -205,8 +315,9 @@ struct shardidx *fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int code
 	void *buf;
 	int len = snprintf(name, sizeof(name), "%s.idx", o->base), err;
 
+	*out = NULL;
 	if (len < 0 || (size_t)len >= sizeof(name))
-		return NULL;
+		return 0;
 	fs_ns_rdlock(fs);
 	d = fs_ns_lookup(fs, o->dir, name, (size_t)len);
 	so = d && d->kind == FS_K_OBJ ? fs_obj(fs, d->idx) : NULL;
@@ -215,14 +326,13 @@ struct shardidx *fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int code
 	if (so && fs_obj_learn(fs, sidx) < 0)
 		so = NULL; /* a brace pattern's name the store does not have */
 	if (so && atomic_load(&o->sidecar_rejected))
-		return NULL; /* a read proved it wrong (fs_shard_reject): build */
+		return 0; /* a read proved it wrong (fs_shard_reject): build */
 	if (!so || so->info.size == 0 || so->info.size > (1ull << 31))
-		return NULL;
+		return 0;
 	buf = malloc(so->info.size);
 	if (!buf)
-		return NULL;
-	n = backend_pread_version(fs->be, so->key, so->info.etag, so->info.size, buf, so->info.size,
-				  0);
+		return 0;
+	n = sidecar_pread(fs, so->key, so->info.etag, so->info.size, buf, so->info.size, 0);
 	if (n != (ssize_t)so->info.size) {
 		free(buf);
 		err = n < 0 ? (int)n : -EIO;
@@ -236,13 +346,16 @@ struct shardidx *fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int code
 	}
 	if (err == 0) {
 		shardidx_get_info(ix, &info);
-		if (info.stream_size != cachetier_obj_size(stream) ||
-		    !sidecar_matches(ix, stream)) {
+		err = info.stream_size != cachetier_obj_size(stream) ? -ESTALE
+								     : sidecar_matches(ix, stream);
+		err = err == 1 ? 0 : err == 0 ? -ESTALE : err;
+		if (err < 0) {
 			shardidx_free(ix);
 			ix = NULL;
-			err = -ESTALE;
 		}
 	}
+	if (err == -EINTR)
+		return err; /* its request gave up: nothing said of the sidecar */
 	if (err < 0) {
 		fs->c.index_sidecar_rejected++;
 		fs_log(FS_LOG_WARN, "shard %s: sidecar index %s ignored (%s); building the index",
@@ -250,9 +363,10 @@ struct shardidx *fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int code
 		       err == -ESTALE	? "stale: made for another shard or version"
 		       : err == -EPROTO ? "an older format"
 					: strerror(-err));
-		return NULL;
+		return 0;
 	}
 	fs->c.index_sidecar++;
 	*sobj = sidx;
-	return ix;
+	*out = ix;
+	return 0;
 }

@@ -16,6 +16,15 @@ GROUP:
               later listing builds it. Either way the listing is exact and op_errors is 0.
               Before the mend the interrupted builder stayed in the kernel until its build
               ended (its request's stop was put aside for the build).
+  sidecar     the same request given up while the build fetches the shard's sidecar index:
+              over nginx through a proxy that holds the GET of NAME.tar.idx (written by
+              'shardfs index --sidecar'), the seeded one of 'ls', 'stat' or 'cat' loads the
+              shard's index from it; the seeded signal ends it while that GET is held (the
+              daemon answers within CACHETIER_STOP_TICK_MS): index_builds_interrupted 1,
+              index_sidecar_rejected 0, index_errors 0. Once the GET is released a listing is
+              exact, its index from the sidecar (index_sidecar 1, index_built 0) and op_errors
+              is 0. Before the mend the sidecar's GET ignored the stop: the interrupted
+              request stayed in the kernel until the GET ended (the retry budget).
   emptydirs   a seeded local source: shards and plain files in nested directories, empty
               directories (chains of 1 to 3 among them), directories holding only a fifo or a
               dangling symlink. The mount's directories outside the shards' member directories
@@ -119,6 +128,65 @@ def group_indexbuild(env, ck):
             if p and p.poll() is None:
                 px.release()
                 p.wait(120)
+        px.close()
+        ng.stop()
+
+
+def group_sidecar(env, ck):
+    rng = env.rng
+    src, names = ml.seeded_shards(env, rng)
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
+    ck.eq('shardfs index --sidecar: exit', r.returncode, 0)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    b = None
+    try:
+        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--warm', 'off', '--prefetch-shards', '0']) as m:
+            ck.ok('shard-000000' in os.listdir(m.mnt), 'root listing names shard-000000')
+            st0 = m.stats()
+            px.released.clear()
+            px.hold_bytes = 1
+            px.hold_paths = lambda p: p.endswith('.tar.idx')
+            px.reset()
+            d = os.path.join(m.mnt, 'shard-000000')
+            how = rng.choice(['ls', 'stat', 'cat'])
+            sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+            cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
+                   'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
+            what = '%s, %s' % (cmd[0], signal.Signals(sig).name)
+            log('the builder: %s' % what)
+            b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ml.poll(lambda: any(g['held'] for g in px.held()), what='the sidecar\'s GET held')
+            ml.poll(lambda: ml.wchan(b.pid) == 'request_wait_answer',
+                    what='the builder in request_wait_answer (now %r)' % ml.wchan(b.pid))
+            b.send_signal(sig)
+            try:
+                rc = b.wait(GONE_GUARD_S)
+            except subprocess.TimeoutExpired:
+                rc = 'still there after %d s, in %s' % (GONE_GUARD_S, ml.wchan(b.pid))
+            ck.eq('%s: the interrupted request is gone while the sidecar\'s GET is held' % what,
+                  rc, -sig)
+            ck.eq('the held GET', [g['path'].rsplit('/', 1)[-1] for g in px.held()],
+                  ['shard-000000.tar.idx'])
+            st = m.stats()
+            ck.eq('%s: index_builds_interrupted, index_sidecar_rejected, index_errors' % what,
+                  (delta(st, st0, 'index_builds_interrupted'),
+                   delta(st, st0, 'index_sidecar_rejected'), delta(st, st0, 'index_errors')),
+                  (1, 0, 0))
+            px.release()
+            ck.eq('after: a listing exact', sorted(os.listdir(d)), names['shard-000000'])
+            st = m.stats()
+            ck.eq('after: index_sidecar, index_built, index_builds_interrupted, '
+                  'index_sidecar_rejected, index_errors, op_errors',
+                  (delta(st, st0, 'index_sidecar'), delta(st, st0, 'index_built'),
+                   delta(st, st0, 'index_builds_interrupted'),
+                   delta(st, st0, 'index_sidecar_rejected'), delta(st, st0, 'index_errors'),
+                   delta(st, st0, 'op_errors')), (1, 0, 1, 0, 0, 0))
+    finally:
+        if b and b.poll() is None:
+            px.release()
+            b.wait(120)
         px.close()
         ng.stop()
 
@@ -232,7 +300,8 @@ def group_symloop(env, ck):
                          'not followed' % name), 1)
 
 
-GROUPS = {'indexbuild': (group_indexbuild, 180), 'emptydirs': (group_emptydirs, 120),
+GROUPS = {'indexbuild': (group_indexbuild, 180), 'sidecar': (group_sidecar, 180),
+          'emptydirs': (group_emptydirs, 120),
           'symloop': (group_symloop, 120)}
 
 
