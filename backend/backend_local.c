@@ -205,15 +205,18 @@ static int local_walk(struct walk *w, size_t keylen, int depth)
 			 * said, once for the directory */
 			int e = errno;
 
+			if (e != ENOENT && e != ENOTDIR && e != ELOOP && !unstat) {
+				key[keylen] = '\0';
+				backend_log(
+				    w->be, BACKEND_LOG_WARN,
+				    "source: cannot read the entries of directory %s (%s; the "
+				    "first: %s): skipped",
+				    keylen ? key : ".", strerror(e), de->d_name);
+				unstat = 1;
+			}
 			key[keylen] = '\0';
-			if (e == ENOENT || e == ENOTDIR)
+			if (e == ENOENT || e == ENOTDIR || e == ELOOP)
 				continue;
-			if (!unstat)
-				backend_log(w->be, BACKEND_LOG_WARN,
-					    "source: cannot read the entries of directory %s (%s): "
-					    "skipped",
-					    keylen ? key : ".", strerror(e));
-			unstat = 1;
 			w->listed++; /* skipped: its parent is not shown empty */
 			continue;
 		}
