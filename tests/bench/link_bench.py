@@ -30,7 +30,8 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              L4 floor: the machine's floor in the same invocation, a side of each round:
              tests/bench/splice_bench.c's recv mode (recv + pwrite + CRC32C, two threads, one
              connection of 8 MiB ranged GETs from the same emulator, a file on the cache's
-             file system), its CPU s per GB; ratio: the daemon's L4 over it
+             file system), its CPU s per GB; ratio: the daemon's L4 over it; L4 floor
+             unpaced: the same from a second emulator with no delay and no pacing
   cat        `cat` of one shard through a fresh mount vs `aria2c -x N -s N` of it (goal >= 1);
              L2b the daemon's CPU s per GB of that cold cat (report)
   readers4   4 processes each reading whole random shards (2 each) through a fresh mount vs 4
@@ -575,14 +576,8 @@ def prefetch_once(a, emu, extra=(), perf=False):
     return secs, cpu, fetched, m
 
 
-def w_prefetch(a, emu):
-    dl = os.path.join(a.w, 'dl')
-    sf, sfcpu, cu, cucpu, cr, fl = [], [], [], [], [], []
-    if a.perf:  # an extra run under perf, not counted (perf's own cost is in the daemon's)
-        settle()
-        secs, cpu, fetched, m = prefetch_once(a, emu, perf=True)
-        log('prefetch under perf (not counted): %.2f s, daemon %.2f cpu s' % (secs, cpu))
-        m.umount()
+def w_prefetch_rounds(a, emu, emu0, dl, sf, sfcpu, cu, cucpu, cr, fl, fl0):
+    """w_prefetch's rounds, the sides alternated; the lists get each round's figures."""
     for i in range(max(a.runs, 5)):  # short runs; the CPU figures are noisy
         order = ('sf', 'curl', 'ranges', 'floor') if i % 2 == 0 else (
             'floor', 'ranges', 'curl', 'sf')
@@ -592,6 +587,7 @@ def w_prefetch(a, emu):
                 x = fill_floor(a, emu)
                 if x is not None:
                     fl.append(x)
+                    fl0.append(fill_floor(a, emu0))
             elif side == 'sf':
                 secs, cpu, fetched, m = prefetch_once(a, emu)
                 log('prefetch: %.2f s, %.0f MB/s, daemon %.2f cpu s, mount took %.2f s, '
@@ -619,6 +615,24 @@ def w_prefetch(a, emu):
                     secs, _ = curl_pool(range_jobs(a, emu, a.n, dl), a.n)
                     cr.append(secs)
                 shutil.rmtree(dl)
+
+
+def w_prefetch(a, emu):
+    dl = os.path.join(a.w, 'dl')
+    sf, sfcpu, cu, cucpu, cr, fl, fl0 = [], [], [], [], [], [], []
+    if a.perf:  # an extra run under perf, not counted (perf's own cost is in the daemon's)
+        settle()
+        secs, cpu, fetched, m = prefetch_once(a, emu, perf=True)
+        log('prefetch under perf (not counted): %.2f s, daemon %.2f cpu s' % (secs, cpu))
+        m.umount()
+    # L4 floor's model also on an emulator of the same files with no delay and no pacing: on
+    # the paced link its one connection wakes its threads per segment (README, "The floor
+    # rows"), which the daemon's loop over N connections does not pay
+    emu0 = Emu(a.shard_dir, 0, 100000, a.w, 'floor', shardfs=a.bin, etag=a.etag)
+    try:
+        w_prefetch_rounds(a, emu, emu0, dl, sf, sfcpu, cu, cucpu, cr, fl, fl0)
+    finally:
+        stop_emu(emu0)
     s, c, r = a.total / 1e6 / med(sf), a.total / 1e6 / med(cu), a.total / 1e6 / med(cr)
     emit('L1. prefetch %d MB in %d shards vs curl per shard, %d at a time, to files' % (
         a.total // 1000000, len(a.names), a.n), '--warm off', s, c, 'MB/s', s / c, '>= 0.95', 0.95)
@@ -639,6 +653,12 @@ def w_prefetch(a, emu):
         emit('L4 floor. CPU s per GB filled: the lean fill model (splice_bench recv: recv, '
              'pwrite and CRC32C on two threads, one connection, the same emulator, data and '
              'disk); ratio: L4\'s daemon over it', '--warm off', fc, sc, 'cpu s/GB', sc / fc,
+             'report (the daemon / the floor)')
+        note('prefetch: L4 floor on an emulator with no delay and no pacing CPU s per GB %s' % (
+            ' '.join('%.3f' % x for x in fl0)))
+        emit('L4 floor unpaced. CPU s per GB filled: the same model on the same files and disk '
+             'from an emulator with no delay and no pacing; ratio: L4\'s daemon over it',
+             '--warm off', med(fl0), sc, 'cpu s/GB', sc / med(fl0),
              'report (the daemon / the floor)')
 
 
