@@ -20,21 +20,33 @@
 #include "fs_ns_i.h"
 #include "fs_plan.h"
 
+/* v (n of *cap elements of size sz used) with room for one more: v, or v
+ * reallocated with *cap doubled (first at first); NULL when out of memory
+ * (v unchanged, still the caller's). */
+static void *list_grow(void *v, uint32_t n, uint32_t *cap, size_t sz, uint32_t first)
+{
+	uint32_t c = *cap ? *cap * 2 : first;
+	void *p;
+
+	if (n < *cap)
+		return v;
+	p = realloc(v, c * sz);
+	if (p)
+		*cap = c;
+	return p;
+}
+
 int fs__ns_list_cb(void *arg, const struct backend_objinfo *info)
 {
 	struct listing *l = arg;
 	struct lent *e;
 
 	if (info->dir) {
-		if (l->ndirs == l->dircap) {
-			uint32_t cap = l->dircap ? l->dircap * 2 : 16;
-			struct ldir *p = realloc(l->dirs, cap * sizeof(*p));
+		struct ldir *dirs = list_grow(l->dirs, l->ndirs, &l->dircap, sizeof(*dirs), 16);
 
-			if (!p)
-				return -ENOMEM;
-			l->dirs = p;
-			l->dircap = cap;
-		}
+		if (!dirs)
+			return -ENOMEM;
+		l->dirs = dirs;
 		l->dirs[l->ndirs].path = strdup(info->key);
 		if (!l->dirs[l->ndirs].path)
 			return -ENOMEM;
@@ -42,15 +54,10 @@ int fs__ns_list_cb(void *arg, const struct backend_objinfo *info)
 		l->dirs[l->ndirs++].d = 0;
 		return 0;
 	}
-	if (l->n == l->cap) {
-		uint32_t cap = l->cap ? l->cap * 2 : 256;
-		struct lent *p = realloc(l->v, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		l->v = p;
-		l->cap = cap;
-	}
+	e = list_grow(l->v, l->n, &l->cap, sizeof(*e), 256);
+	if (!e)
+		return -ENOMEM;
+	l->v = e;
 	e = &l->v[l->n];
 	e->key = strdup(info->key);
 	if (!e->key)

@@ -167,11 +167,7 @@ def group_left_out(env, ck):
                     if first is None:
                         first = (ti.name, why)
                 else:
-                    data = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 700)))
-                    ti = tarfile.TarInfo('k%02d.bin' % k)
-                    ti.size = len(data)
-                    ti.mtime = 1700000000
-                    tf.addfile(ti, io.BytesIO(data))
+                    ml.add_seeded_member(tf, rng, k)
         ml.write_file(os.path.join(src, 's%d.tar' % s), bio.getvalue())
         want['s%d.tar' % s] = (n_out,) + (first or (None, None))
     logf = env.path('daemon.log')

@@ -91,11 +91,7 @@ def group_leftout(env, ck):
                     tf.addfile(hostile_member(rng, k))
                     n += 1
                 else:
-                    data = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 700)))
-                    ti = tarfile.TarInfo('k%02d.bin' % k)
-                    ti.size = len(data)
-                    ti.mtime = 1700000000
-                    tf.addfile(ti, io.BytesIO(data))
+                    ml.add_seeded_member(tf, rng, k)
         ml.write_file(os.path.join(src, 's%d.tar' % s), bio.getvalue())
         nout['s%d.tar' % s] = n
     with_out = sorted(s for s, n in nout.items() if n)

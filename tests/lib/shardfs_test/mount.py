@@ -878,6 +878,17 @@ def du(path):
     return total
 
 
+def add_seeded_member(tf, rng, k):
+    """Add to tarfile tf member kNN.bin (k its number) of 0 to 700 random bytes drawn from rng
+    (the size first, then each byte), mtime 1700000000: the seeded shards' plain member."""
+    import io
+    data = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 700)))
+    ti = tarfile.TarInfo('k%02d.bin' % k)
+    ti.size = len(data)
+    ti.mtime = 1700000000
+    tf.addfile(ti, io.BytesIO(data))
+
+
 def tar_bytes(members, fmt='ustar'):
     """An uncompressed tar of [(name, bytes)] written by Python's tarfile ('ustar', padded to
     10 KiB records as GNU tar does, or 'gnu'), mode 0644, mtime 1700000000."""
