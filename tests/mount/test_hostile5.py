@@ -49,8 +49,7 @@ import subprocess  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
-from shardfs_test import web  # noqa: E402
-from shardfs_test.planread import hold, tar_gets  # noqa: E402
+from shardfs_test.planread import held_proxy_mount, hold, tar_gets  # noqa: E402
 
 SHARDS_ARE = '(shards are .tar, .tar.gz, .tgz and .tar.zst files)'
 
@@ -183,56 +182,46 @@ def group_empty(env, ck):
 
 def group_indexwait(env, ck):
     rng = env.rng
-    src, names = ml.seeded_shards(env, rng)
-    ng = web.Nginx(env.path('nginx'), src).start()
-    px = web.SlowProxy(ng.port)
-    b = None
-    try:
-        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
-                      extra=['--warm', 'off', '--prefetch-shards', '0']) as m:
-            ck.eq('root listing', sorted(os.listdir(m.mnt)),
-                  sorted(list(names) + [n + '.tar' for n in names]))
-            st0 = m.stats()
-            hold(px)
-            d = os.path.join(m.mnt, 'shard-000000')
-            # the builder: a plan naming a member of the shard resolves it on the control
-            # file, not in the shard's directory (whose LOOKUPs and READDIRs the kernel
-            # serialises: a second 'ls' of it waits in the kernel, never in the daemon)
-            pf = env.path('plan')
-            ml.write_file(pf, b'shard-000000/k00.bin\n')
-            a = subprocess.Popen([env.shardfs, 'plan', m.mnt, pf, '--name', 't'],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the build\'s GET held')
-            how = rng.choice(['ls', 'stat', 'cat'])
-            cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
-                   'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
-            log('the waiter: %s' % ' '.join(cmd))
-            b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            ml.poll(lambda: ml.wchan(b.pid) == 'request_wait_answer',
-                    what='the waiter in request_wait_answer (now %r)' % ml.wchan(b.pid))
-            b.send_signal(signal.SIGKILL)
-            try:
-                rc = b.wait(30)  # a guard against a hang only: expected within 100 ms
-            except subprocess.TimeoutExpired:
-                rc = 'still there after 30 s, in %s' % ml.wchan(b.pid)
-            ck.eq('%s: the killed waiter is gone while the build\'s GET is held' % how, rc,
-                  -signal.SIGKILL)
-            ck.ok(any(r['held'] for r in tar_gets(px)), 'the build\'s GET still held')
-            ck.eq('index_waits_interrupted', m.stats().get('index_waits_interrupted', 0) -
-                  st0.get('index_waits_interrupted', 0), 1)
-            px.release()
-            out, err = a.communicate(timeout=120)
-            log('the builder: %r %r' % (out, err))
-            ck.eq('the builder\'s exit (shardfs plan)', a.returncode, 0)
-            st = m.stats()
-            ck.eq('index_errors, op_errors', (st['index_errors'], st['op_errors']), (0, 0))
-            ck.eq('after: a listing exact', sorted(os.listdir(d)), names['shard-000000'])
-    finally:
-        if b and b.poll() is None:
-            px.release()
-            b.wait(120)
-        px.close()
-        ng.stop()
+    procs = []
+    with held_proxy_mount(env, ck, rng, procs) as (m, px, names):
+        st0 = m.stats()
+        hold(px)
+        d = os.path.join(m.mnt, 'shard-000000')
+        # the builder: a plan naming a member of the shard resolves it on the control
+        # file, not in the shard's directory (whose LOOKUPs and READDIRs the kernel
+        # serialises: a second 'ls' of it waits in the kernel, never in the daemon)
+        pf = env.path('plan')
+        ml.write_file(pf, b'shard-000000/k00.bin\n')
+        a = subprocess.Popen([env.shardfs, 'plan', m.mnt, pf, '--name', 't'],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        procs.append(a)
+        ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the build\'s GET held')
+        how = rng.choice(['ls', 'stat', 'cat'])
+        cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
+               'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
+        log('the waiter: %s' % ' '.join(cmd))
+        b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(b)
+        ml.poll(lambda: ml.wchan(b.pid) == 'request_wait_answer',
+                what='the waiter in request_wait_answer (now %r)' % ml.wchan(b.pid))
+        b.send_signal(signal.SIGKILL)
+        try:
+            rc = b.wait(30)  # a guard against a hang only: expected within 100 ms
+        except subprocess.TimeoutExpired:
+            rc = 'still there after 30 s, in %s' % ml.wchan(b.pid)
+        ck.eq('%s: the killed waiter is gone while the build\'s GET is held' % how, rc,
+              -signal.SIGKILL)
+        ck.ok(any(r['held'] for r in tar_gets(px)), 'the build\'s GET still held')
+        ck.eq('index_waits_interrupted', m.stats().get('index_waits_interrupted', 0) -
+              st0.get('index_waits_interrupted', 0), 1)
+        px.release()
+        out, err = a.communicate(timeout=120)
+        log('the builder: %r %r' % (out, err))
+        ck.eq('the builder\'s exit (shardfs plan)', a.returncode, 0)
+        st = m.stats()
+        ck.eq('index_errors, op_errors', (st['index_errors'], st['op_errors']), (0, 0))
+        ck.eq('after: a listing exact', sorted(os.listdir(d)), names['shard-000000'])
+
 
 
 def group_fglock(env, ck):

@@ -52,8 +52,7 @@ import subprocess  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
-from shardfs_test import web  # noqa: E402
-from shardfs_test.planread import hold, tar_gets  # noqa: E402
+from shardfs_test.planread import held_proxy_mount, hold, tar_gets  # noqa: E402
 
 # what the test waits for the interrupted builder: a guard against a hang only (the daemon
 # answers within CACHETIER_STOP_TICK_MS, 100 ms); the held GET outlasts it
@@ -64,131 +63,114 @@ def delta(st, st0, name):
     return st.get(name, 0) - st0.get(name, 0)
 
 
+def interrupt(b, sig):
+    """Signal sig to process b once it waits in the kernel for a FUSE answer: its exit status,
+    or what it still waits in after GONE_GUARD_S."""
+    ml.poll(lambda: ml.wchan(b.pid) == 'request_wait_answer',
+            what='the builder in request_wait_answer (now %r)' % ml.wchan(b.pid))
+    b.send_signal(sig)
+    try:
+        return b.wait(GONE_GUARD_S)
+    except subprocess.TimeoutExpired:
+        return 'still there after %d s, in %s' % (GONE_GUARD_S, ml.wchan(b.pid))
+
+
 def group_indexbuild(env, ck):
     rng = env.rng
-    src, names = ml.seeded_shards(env, rng)
-    ng = web.Nginx(env.path('nginx'), src).start()
-    px = web.SlowProxy(ng.port)
-    b = a = None
-    try:
-        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
-                      extra=['--warm', 'off', '--prefetch-shards', '0']) as m:
-            ck.eq('root listing', sorted(os.listdir(m.mnt)),
-                  sorted(list(names) + [n + '.tar' for n in names]))
-            st0 = m.stats()
-            hold(px)
-            d = os.path.join(m.mnt, 'shard-000000')
-            how = rng.choice(['ls', 'stat', 'cat'])
-            sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-            waiter = rng.random() < 0.5
-            cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
-                   'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
-            what = '%s, %s, %s' % (' '.join(cmd[:1]), signal.Signals(sig).name,
-                                   'a plan waits' if waiter else 'no one waits')
-            log('the builder: %s' % what)
-            b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the build\'s GET held')
-            if waiter:
-                # resolves the member on the control file, not in the shard's directory
-                # (whose requests the kernel may serialise behind the builder's)
-                pf = env.path('plan')
-                ml.write_file(pf, b'shard-000000/k00.bin\n')
-                # its indexing ahead waits for the build on the shard's lock, or, started
-                # after the builder gave up, builds: the same outcome either way
-                a = subprocess.Popen([env.shardfs, 'plan', m.mnt, pf, '--name', 't'],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            ml.poll(lambda: ml.wchan(b.pid) == 'request_wait_answer',
-                    what='the builder in request_wait_answer (now %r)' % ml.wchan(b.pid))
-            b.send_signal(sig)
-            try:
-                rc = b.wait(GONE_GUARD_S)
-            except subprocess.TimeoutExpired:
-                rc = 'still there after %d s, in %s' % (GONE_GUARD_S, ml.wchan(b.pid))
-            ck.eq('%s: the interrupted builder is gone while its GET is held' % what, rc, -sig)
-            ck.ok(any(r['held'] for r in tar_gets(px)), 'the build\'s GET still held')
-            st = m.stats()
-            ck.eq('%s: index_builds_interrupted, index_errors' % what,
-                  (delta(st, st0, 'index_builds_interrupted'), delta(st, st0, 'index_errors')),
-                  (1, 0))
-            px.release()
-            if waiter:
-                out, err = a.communicate(timeout=120)
-                log('the plan: %r %r' % (out, err))
-                ck.eq('the plan\'s exit (it built the index)', a.returncode, 0)
-            st = m.stats()
-            ck.eq('%s: index_built once the GET is released' % what,
-                  delta(st, st0, 'index_built'), 1 if waiter else 0)
-            ck.eq('after: a listing exact', sorted(os.listdir(d)), names['shard-000000'])
-            st = m.stats()
-            ck.eq('after: index_built, index_builds_interrupted, index_errors, op_errors',
-                  (delta(st, st0, 'index_built'), delta(st, st0, 'index_builds_interrupted'),
-                   delta(st, st0, 'index_errors'), delta(st, st0, 'op_errors')), (1, 1, 0, 0))
-    finally:
-        for p in (b, a):
-            if p and p.poll() is None:
-                px.release()
-                p.wait(120)
-        px.close()
-        ng.stop()
+    procs = []
+    with held_proxy_mount(env, ck, rng, procs) as (m, px, names):
+        st0 = m.stats()
+        hold(px)
+        d = os.path.join(m.mnt, 'shard-000000')
+        how = rng.choice(['ls', 'stat', 'cat'])
+        sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+        waiter = rng.random() < 0.5
+        cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
+               'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
+        what = '%s, %s, %s' % (' '.join(cmd[:1]), signal.Signals(sig).name,
+                               'a plan waits' if waiter else 'no one waits')
+        log('the builder: %s' % what)
+        b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(b)
+        ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the build\'s GET held')
+        if waiter:
+            # resolves the member on the control file, not in the shard's directory
+            # (whose requests the kernel may serialise behind the builder's)
+            pf = env.path('plan')
+            ml.write_file(pf, b'shard-000000/k00.bin\n')
+            # its indexing ahead waits for the build on the shard's lock, or, started
+            # after the builder gave up, builds: the same outcome either way
+            a = subprocess.Popen([env.shardfs, 'plan', m.mnt, pf, '--name', 't'],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            procs.append(a)
+        rc = interrupt(b, sig)
+        ck.eq('%s: the interrupted builder is gone while its GET is held' % what, rc, -sig)
+        ck.ok(any(r['held'] for r in tar_gets(px)), 'the build\'s GET still held')
+        st = m.stats()
+        ck.eq('%s: index_builds_interrupted, index_errors' % what,
+              (delta(st, st0, 'index_builds_interrupted'), delta(st, st0, 'index_errors')),
+              (1, 0))
+        px.release()
+        if waiter:
+            out, err = a.communicate(timeout=120)
+            log('the plan: %r %r' % (out, err))
+            ck.eq('the plan\'s exit (it built the index)', a.returncode, 0)
+        st = m.stats()
+        ck.eq('%s: index_built once the GET is released' % what,
+              delta(st, st0, 'index_built'), 1 if waiter else 0)
+        ck.eq('after: a listing exact', sorted(os.listdir(d)), names['shard-000000'])
+        st = m.stats()
+        ck.eq('after: index_built, index_builds_interrupted, index_errors, op_errors',
+              (delta(st, st0, 'index_built'), delta(st, st0, 'index_builds_interrupted'),
+               delta(st, st0, 'index_errors'), delta(st, st0, 'op_errors')), (1, 1, 0, 0))
+
 
 
 def group_sidecar(env, ck):
     rng = env.rng
-    src, names = ml.seeded_shards(env, rng)
-    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
-    ck.eq('shardfs index --sidecar: exit', r.returncode, 0)
-    ng = web.Nginx(env.path('nginx'), src).start()
-    px = web.SlowProxy(ng.port)
-    b = None
-    try:
-        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
-                      extra=['--warm', 'off', '--prefetch-shards', '0']) as m:
-            ck.ok('shard-000000' in os.listdir(m.mnt), 'root listing names shard-000000')
-            st0 = m.stats()
-            px.released.clear()
-            px.hold_bytes = 1
-            px.hold_paths = lambda p: p.endswith('.tar.idx')
-            px.reset()
-            d = os.path.join(m.mnt, 'shard-000000')
-            how = rng.choice(['ls', 'stat', 'cat'])
-            sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-            cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
-                   'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
-            what = '%s, %s' % (cmd[0], signal.Signals(sig).name)
-            log('the builder: %s' % what)
-            b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            ml.poll(lambda: any(g['held'] for g in px.held()), what='the sidecar\'s GET held')
-            ml.poll(lambda: ml.wchan(b.pid) == 'request_wait_answer',
-                    what='the builder in request_wait_answer (now %r)' % ml.wchan(b.pid))
-            b.send_signal(sig)
-            try:
-                rc = b.wait(GONE_GUARD_S)
-            except subprocess.TimeoutExpired:
-                rc = 'still there after %d s, in %s' % (GONE_GUARD_S, ml.wchan(b.pid))
-            ck.eq('%s: the interrupted request is gone while the sidecar\'s GET is held' % what,
-                  rc, -sig)
-            ck.eq('the held GET', [g['path'].rsplit('/', 1)[-1] for g in px.held()],
-                  ['shard-000000.tar.idx'])
-            st = m.stats()
-            ck.eq('%s: index_builds_interrupted, index_sidecar_rejected, index_errors' % what,
-                  (delta(st, st0, 'index_builds_interrupted'),
-                   delta(st, st0, 'index_sidecar_rejected'), delta(st, st0, 'index_errors')),
-                  (1, 0, 0))
-            px.release()
-            ck.eq('after: a listing exact', sorted(os.listdir(d)), names['shard-000000'])
-            st = m.stats()
-            ck.eq('after: index_sidecar, index_built, index_builds_interrupted, '
-                  'index_sidecar_rejected, index_errors, op_errors',
-                  (delta(st, st0, 'index_sidecar'), delta(st, st0, 'index_built'),
-                   delta(st, st0, 'index_builds_interrupted'),
-                   delta(st, st0, 'index_sidecar_rejected'), delta(st, st0, 'index_errors'),
-                   delta(st, st0, 'op_errors')), (1, 0, 1, 0, 0, 0))
-    finally:
-        if b and b.poll() is None:
-            px.release()
-            b.wait(120)
-        px.close()
-        ng.stop()
+    procs = []
+
+    def sidecars(src):
+        r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
+        ck.eq('shardfs index --sidecar: exit', r.returncode, 0)
+
+    with held_proxy_mount(env, ck, rng, procs, before=sidecars) as (m, px, names):
+        ck.ok('shard-000000' in os.listdir(m.mnt), 'root listing names shard-000000')
+        st0 = m.stats()
+        px.released.clear()
+        px.hold_bytes = 1
+        px.hold_paths = lambda p: p.endswith('.tar.idx')
+        px.reset()
+        d = os.path.join(m.mnt, 'shard-000000')
+        how = rng.choice(['ls', 'stat', 'cat'])
+        sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+        cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
+               'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
+        what = '%s, %s' % (cmd[0], signal.Signals(sig).name)
+        log('the builder: %s' % what)
+        b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(b)
+        ml.poll(lambda: any(g['held'] for g in px.held()), what='the sidecar\'s GET held')
+        rc = interrupt(b, sig)
+        ck.eq('%s: the interrupted request is gone while the sidecar\'s GET is held' % what,
+              rc, -sig)
+        ck.eq('the held GET', [g['path'].rsplit('/', 1)[-1] for g in px.held()],
+              ['shard-000000.tar.idx'])
+        st = m.stats()
+        ck.eq('%s: index_builds_interrupted, index_sidecar_rejected, index_errors' % what,
+              (delta(st, st0, 'index_builds_interrupted'),
+               delta(st, st0, 'index_sidecar_rejected'), delta(st, st0, 'index_errors')),
+              (1, 0, 0))
+        px.release()
+        ck.eq('after: a listing exact', sorted(os.listdir(d)), names['shard-000000'])
+        st = m.stats()
+        ck.eq('after: index_sidecar, index_built, index_builds_interrupted, '
+              'index_sidecar_rejected, index_errors, op_errors',
+              (delta(st, st0, 'index_sidecar'), delta(st, st0, 'index_built'),
+               delta(st, st0, 'index_builds_interrupted'),
+               delta(st, st0, 'index_sidecar_rejected'), delta(st, st0, 'index_errors'),
+               delta(st, st0, 'op_errors')), (1, 0, 1, 0, 0, 0))
+
 
 
 def dirs_of(root, skip=()):

@@ -6,6 +6,7 @@ plan file on a mount's control file, and the plans the mount lists (.shardfs/pla
 A member is a tuple (shard file name, path in the mount, offset of its data in the shard, size).
 """
 
+import contextlib
 import io
 import os
 import random
@@ -69,6 +70,35 @@ def hold(px):
     px.hold_bytes = 1
     px.hold_paths = lambda p: p.endswith('.tar')
     px.reset()
+
+
+@contextlib.contextmanager
+def held_proxy_mount(env, ck, rng, procs, before=None):
+    """ml.seeded_shards(env, rng) (then before(src), when given) served by nginx through a
+    web.SlowProxy, mounted (--warm off, no shards ahead): yields (m, px, names) once the root
+    lists the shards (checked when before is None). At the end, after the unmount: each
+    process of procs (a list the caller fills) still running is let go (px released) and
+    waited for, then the proxy and nginx end."""
+    from . import web
+    src, names = ml.seeded_shards(env, rng)
+    if before:
+        before(src)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    try:
+        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--warm', 'off', '--prefetch-shards', '0']) as m:
+            if before is None:
+                ck.eq('root listing', sorted(os.listdir(m.mnt)),
+                      sorted(list(names) + [n + '.tar' for n in names]))
+            yield m, px, names
+    finally:
+        for p in procs:
+            if p and p.poll() is None:
+                px.release()
+                p.wait(120)
+        px.close()
+        ng.stop()
 
 
 def write_plan(pf, paths):
