@@ -459,16 +459,6 @@ void backend_read_version_async_mem(struct backend *be, const char *key, const c
 				    backend_sink_cb cb, backend_sink_mem_cb mem, void *arg,
 				    backend_done_cb done, void *darg)
 {
-	backend_read_version_async_pipe(be, key, etag, size, off, len, flags, cb, mem, NULL, arg,
-					done, darg);
-}
-
-void backend_read_version_async_pipe(struct backend *be, const char *key, const char *etag,
-				     uint64_t size, uint64_t off, size_t len, unsigned flags,
-				     backend_sink_cb cb, backend_sink_mem_cb mem,
-				     backend_sink_pipe_cb pipe, void *arg, backend_done_cb done,
-				     void *darg)
-{
 	int err = backend__key_check(key);
 	ssize_t n;
 
@@ -479,8 +469,7 @@ void backend_read_version_async_pipe(struct backend *be, const char *key, const 
 		return;
 	}
 	if (be->ops->read_async) {
-		be->ops->read_async(be, key, etag, size, off, len, flags, cb, mem, pipe, arg, done,
-				    darg);
+		be->ops->read_async(be, key, etag, size, off, len, flags, cb, mem, arg, done, darg);
 		return;
 	}
 	/* a local store: the read runs here */

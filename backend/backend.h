@@ -118,9 +118,6 @@ struct backend_stats {
 	 * buffer (the sink copies them, or offered none); the two add up to
 	 * the bytes its sinks accepted */
 	uint64_t recv_inplace_bytes, recv_copied_bytes;
-	/* ... of recv_inplace_bytes, those spliced into a pipe the sink
-	 * offered (backend_sink_pipe_cb: not copied at all) */
-	uint64_t recv_spliced_bytes;
 	/* the lean engine's host names: lookups made (off the I/O thread),
 	 * connections that took a kept answer instead, and lookups that found
 	 * no address */
@@ -327,30 +324,6 @@ void backend_read_version_async_mem(struct backend *be, const char *key, const c
 				    uint64_t size, uint64_t off, size_t len, unsigned flags,
 				    backend_sink_cb cb, backend_sink_mem_cb mem, void *arg,
 				    backend_done_cb done, void *darg);
-
-/* A sink's offer of a pipe for the bytes at object offset off, asked (on
- * the I/O thread) before a receive of body with *len the most bytes
- * wanted: the write end of a pipe (*len lowered to what the sink takes in
- * it), or -1 (then its memory offer, or the engine's buffer, as without
- * it). The engine splice()s at most *len bytes of the socket into it
- * (SPLICE_F_NONBLOCK: page references, no copy) and hands them to the
- * sink's cb with buf NULL (they are in the pipe, in order, after the
- * ones before), before any other call of cb or of this; cb must take them
- * (never BACKEND_SINK_FULL: it cannot be given them again; an error ends
- * the read as ever). full: the pipe of the last offer took no byte while
- * the socket held some (its slots are full of small pieces): the sink
- * hands that pipe on and offers another, or -1. Only for a
- * BACKEND_READ_PAUSABLE read, by the lean engine (plain http, an identity
- * body taken whole); the checks the bytes get are the same. */
-typedef int (*backend_sink_pipe_cb)(void *arg, uint64_t off, size_t *len, int full);
-
-/* backend_read_version_async_mem with a sink that may offer a pipe too
- * (pipe, or NULL: the same as backend_read_version_async_mem). */
-void backend_read_version_async_pipe(struct backend *be, const char *key, const char *etag,
-				     uint64_t size, uint64_t off, size_t len, unsigned flags,
-				     backend_sink_cb cb, backend_sink_mem_cb mem,
-				     backend_sink_pipe_cb pipe, void *arg, backend_done_cb done,
-				     void *darg);
 
 /* One item of a batch read: len bytes (len > 0) at off of key. */
 struct backend_batch_item {

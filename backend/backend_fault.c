@@ -448,8 +448,7 @@ static void *async_main(void *arg)
 
 static void fault_read_async(struct backend *be, const char *key, const char *etag, uint64_t size,
 			     uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
-			     backend_sink_mem_cb mem, backend_sink_pipe_cb pipe, void *arg,
-			     backend_done_cb done, void *darg)
+			     backend_sink_mem_cb mem, void *arg, backend_done_cb done, void *darg)
 {
 	struct fault *f = be->impl;
 	struct async_read *r = calloc(1, sizeof(*r));
@@ -458,7 +457,6 @@ static void fault_read_async(struct backend *be, const char *key, const char *et
 
 	(void)flags;
 	(void)mem; /* it reads into its own buffer */
-	(void)pipe;
 	if (!r || !(r->key = strdup(key)) || (etag && !(r->etag = strdup(etag)))) {
 		if (r)
 			free(r->key);

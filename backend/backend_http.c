@@ -723,8 +723,7 @@ struct http_async {
 
 static void http_read_async(struct backend *be, const char *key, const char *etag, uint64_t size,
 			    uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
-			    backend_sink_mem_cb mem, backend_sink_pipe_cb pipe, void *arg,
-			    backend_done_cb done, void *darg)
+			    backend_sink_mem_cb mem, void *arg, backend_done_cb done, void *darg)
 {
 	struct http *h = be->impl;
 	char url[HTTP_URL_MAX];
@@ -739,7 +738,7 @@ static void http_read_async(struct backend *be, const char *key, const char *eta
 		return;
 	}
 	a->r.url = strcpy(a->a.extra, url);
-	backend__async_start(h->io, &a->a, &a->r, off, len, flags, cb, mem, pipe, arg);
+	backend__async_start(h->io, &a->a, &a->r, off, len, flags, cb, mem, arg);
 }
 
 static void http_free(struct http *h)

@@ -39,13 +39,12 @@ struct backend_ops {
 	/* backend_read_version_cb; NULL: backend__read_cb_pread serves it */
 	ssize_t (*read_cb)(struct backend *be, const char *key, const char *etag, uint64_t size,
 			   uint64_t off, size_t len, backend_sink_cb cb, void *arg);
-	/* backend_read_version_async_pipe (key checked, len > 0; mem and pipe
-	 * may be NULL, and a store may ignore them); NULL: read_cb (or
+	/* backend_read_version_async_mem (key checked, len > 0; mem may be
+	 * NULL, and a store may ignore it); NULL: read_cb (or
 	 * backend__read_cb_pread) in the calling thread, then done */
 	void (*read_async)(struct backend *be, const char *key, const char *etag, uint64_t size,
 			   uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
-			   backend_sink_mem_cb mem, backend_sink_pipe_cb pipe, void *arg,
-			   backend_done_cb done, void *darg);
+			   backend_sink_mem_cb mem, void *arg, backend_done_cb done, void *darg);
 	/* backend_batch_read (keys checked, n > 0, every len > 0); NULL: the
 	 * store has no batch read (-EOPNOTSUPP) */
 	int (*batch_read)(struct backend *be, const struct backend_batch_item *items, size_t n,

@@ -25,9 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <fcntl.h>
 
 #include <curl/curl.h>
 #include <uv.h>
@@ -555,8 +553,6 @@ size_t backend__io_body(struct xfer *x, const char *buf, size_t n)
 	}
 	if (len && r->on_data) {
 		err = r->on_data(r->arg, buf, len);
-		if (err == BACKEND_SINK_FULL && !buf)
-			err = -EIO; /* a piece in the sink's pipe cannot come again */
 		if (err == BACKEND_SINK_FULL && r->pausable) {
 			/* the same bytes come again when curl is told to go on */
 			x->rx -= size * n;
@@ -581,50 +577,6 @@ size_t backend__io_body(struct xfer *x, const char *buf, size_t n)
 			   * connection is kept) */
 	}
 	return size * n;
-}
-
-ssize_t backend__io_splice(struct xfer *x, int fd, uint64_t body_left, size_t *asked)
-{
-	uint64_t want = body_left < x->limit ? body_left : x->limit;
-	int full = 0;
-
-	/* a 206's surplus past its range comes to backend__io_body's check by
-	 * the memory path (want 0: no offer) */
-	if (!x->r->on_pipe || !x->r->pausable || !x->accept_body || x->skip)
-		return IO_NOSPLICE;
-	if (want > (uint64_t)SSIZE_MAX)
-		want = SSIZE_MAX;
-	for (;;) {
-		size_t w = (size_t)want;
-		int pfd = want ? x->r->on_pipe(x->r->arg, &w, full) : -1;
-		ssize_t n;
-		char peek;
-
-		if (pfd < 0)
-			return IO_NOSPLICE;
-		n = splice(fd, NULL, pfd, NULL, w, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			/* the socket has nothing (no byte, no end), or the pipe's
-			 * slots are full: then one more pipe, then memory (never a
-			 * loop that spins) */
-			if (recv(fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
-			    (errno == EAGAIN || errno == EWOULDBLOCK))
-				return -EAGAIN;
-			if (full)
-				return IO_NOSPLICE;
-			full = 1;
-			continue;
-		}
-		if (n < 0)
-			return errno == ENOPROTOOPT ? -EIO : -errno;
-		if (n > 0)
-			atomic_fetch_add_explicit(&x->io->n_recv_spliced, (uint64_t)n,
-						  memory_order_relaxed);
-		*asked = w;
-		return n;
-	}
 }
 
 size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)

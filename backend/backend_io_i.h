@@ -127,10 +127,6 @@ struct backend_req {
 	 * *len; *len lowered to what fits), or NULL: backend_sink_mem_cb's
 	 * contract. Asked by the lean engine only. I/O thread. */
 	void *(*on_mem)(void *arg, size_t *len);
-	/* or NULL: a pipe for the next body bytes, backend_sink_pipe_cb's
-	 * contract (backend.h); on_data then gets them with buf NULL. Asked
-	 * by the lean engine only, for a pausable read. I/O thread. */
-	int (*on_pipe)(void *arg, size_t *len, int full);
 	int pausable; /* on_data may answer BACKEND_SINK_FULL (backend.h) */
 	/* or NULL: the body starts again at its first byte: drop what on_data
 	 * had (0), or a negative errno when that cannot be. Asked when an
@@ -234,8 +230,7 @@ typedef void (*backend_io_stream_done_cb)(void *darg, struct backend_req *r, int
  * of its own); untouched once done runs */
 struct backend_io_astream {
 	backend_sink_cb cb;
-	backend_sink_mem_cb mem;   /* or NULL */
-	backend_sink_pipe_cb pipe; /* or NULL */
+	backend_sink_mem_cb mem; /* or NULL */
 	void *arg;
 	uint64_t pos;	/* object offset of the next byte */
 	uint64_t bytes; /* bytes cb accepted */
@@ -244,8 +239,8 @@ struct backend_io_astream {
 };
 void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
 			     struct backend_io_astream *a, backend_sink_cb cb,
-			     backend_sink_mem_cb mem, backend_sink_pipe_cb pipe, void *arg,
-			     backend_io_stream_done_cb done, void *darg);
+			     backend_sink_mem_cb mem, void *arg, backend_io_stream_done_cb done,
+			     void *darg);
 /* The asynchronous ranged GET of a remote store (its read_async op): the
  * store's struct begins with a struct backend_async, in one allocation with
  * key, etag and extra bytes after it (backend__async_new: NULL when out of
@@ -271,7 +266,7 @@ void *backend__async_new(size_t size, size_t extra, struct backend *be, const ch
 			 const char *etag, uint64_t osize, backend_done_cb done, void *darg);
 void backend__async_start(struct backend_io *io, struct backend_async *a, struct backend_req *r,
 			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
-			  backend_sink_mem_cb mem, backend_sink_pipe_cb pipe, void *arg);
+			  backend_sink_mem_cb mem, void *arg);
 /* The ranged GET of [off, off + len) by r (its url, sign, ... set), only of
  * version etag when given: into buf when it is not NULL (backend_io_read),
  * else to cb (backend_io_stream). Bytes read or a negative errno. */
@@ -511,7 +506,6 @@ struct backend_io {
 	atomic_ullong n_pauses, n_resumes, n_pause_backstops;
 	atomic_ullong n_connects, n_lean_attempts;
 	atomic_ullong n_recv_inplace, n_recv_copied; /* backend_stats.recv_*_bytes */
-	atomic_ullong n_recv_spliced;
 	atomic_ullong n_resolves, n_resolve_hits, n_resolve_failures;
 	atomic_int resume_asked; /* backend_io_sink_ready: on_async asks the paused sinks */
 	atomic_int down_now;
@@ -571,18 +565,6 @@ size_t backend__io_body(struct xfer *x, const char *buf, size_t len);
 int backend__io_progress(struct xfer *x);
 void backend__io_attempt_reset(struct xfer *x);
 size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg);
-/* The lean engine's receive of body from the socket fd into the pipe the
- * sink offers (backend_req.on_pipe, backend_sink_pipe_cb): the socket's
- * pages spliced there (SPLICE_F_NONBLOCK, fd non-blocking: never a wait),
- * at most the body's rest (body_left) and the range's (x->limit). Returns
- * the bytes spliced (for backend__io_body with buf NULL; fewer than
- * *asked: the socket is drained for now), 0 at the socket's end, -EAGAIN
- * (nothing in), -errno, or IO_NOSPLICE: no pipe offered (or a pipe full
- * of pieces twice): receive into memory. An EAGAIN with a byte or the end
- * in the socket (a MSG_PEEK) is a pipe full of pieces: the sink is asked
- * once more with full set. I/O thread. */
-#define IO_NOSPLICE ((ssize_t)-ENOPROTOOPT)
-ssize_t backend__io_splice(struct xfer *x, int fd, uint64_t body_left, size_t *asked);
 size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg);
 int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
 			    curl_off_t ulnow);

@@ -20,16 +20,19 @@
  * piece of body (at most LEAN_NOMEM_RECV when a sink that offers memory
  * and may pause offers none: a full fill, whose piece is held; so a fill's
  * connection touches one page of its buffer), unless the sink offers memory of its own
- * (backend_req.on_mem: a fill's buffer, the stage's span; on_pipe: backend__io_splice) for a body
- * it takes whole (a 2xx, nothing to skip): then the body is received there, at most IO_BUFFER_BYTES
- * a receive for a sink that may pause, else as much of the body's rest as is in (one receive a
- * wake-up, not one per 64 KiB: test io-inplace), and handed to the same checks (backend__io_body)
- * and the sink, which need not copy it; the counters say which (recv_inplace_bytes,
- * recv_copied_bytes). One request is out at a time, and a recv of body never asks for more than the
- * body has left: bytes past the answer are the server's error (the connection is then not kept). A
- * paused sink (BACKEND_SINK_FULL) leaves the piece in the buffer (a piece received in the sink's
- * memory is copied there first: that memory is the sink's again once it answered, and a fill may
- * hand it to its writer) and the socket unpolled until backend__io_lean_resume offers it again.
+ * (backend_req.on_mem: a fill's buffer, the stage's span) for a body it
+ * takes whole (a 2xx, nothing to skip): then the body is received there,
+ * at most IO_BUFFER_BYTES a receive for a sink that may pause, else as
+ * much of the body's rest as is in (one receive a wake-up, not one per
+ * 64 KiB: test io-inplace), and handed to the same checks
+ * (backend__io_body) and the sink, which need not copy it; the counters say
+ * which (recv_inplace_bytes, recv_copied_bytes). One request is out at a time, and a recv of body
+ * never asks for more than the body has left: bytes past the answer are
+ * the server's error (the connection is then not kept). A paused sink
+ * (BACKEND_SINK_FULL) leaves the piece in the buffer (a piece received in
+ * the sink's memory is copied there first: that memory is the sink's again
+ * once it answered, and a fill may hand it to its writer) and the socket
+ * unpolled until backend__io_lean_resume offers it again.
  *
  * Kept alive when the answer was read whole and neither side said close;
  * closed on any error, on Connection: close, at HTTP/1.0 without
@@ -395,7 +398,7 @@ static void send_req(struct lconn *c, int sync)
 }
 
 /* One piece of body to the shared checks and the sink: in c->buf, or
- * (inplace) in memory (p NULL: the pipe) the sink offered. Returns 1 when the attempt ended
+ * (inplace) in memory the sink offered. Returns 1 when the attempt ended
  * (c may be gone) or paused, 0 to read on. */
 static int deliver(struct lconn *c, const char *p, size_t n, int inplace)
 {
@@ -608,20 +611,9 @@ static void recv_some(struct lconn *c)
 {
 	for (int round = 0; round < 8; round++) {
 		size_t want;
-		ssize_t n, s = c->state == LC_BODY
-				   ? backend__io_splice(c->x, c->fd, c->body_left, &want)
-				   : IO_NOSPLICE;
+		ssize_t n;
 		int inplace, r;
-		char *dst;
-
-		if (s != IO_NOSPLICE) { /* in the sink's pipe */
-			if (s > 0 && !deliver(c, NULL, (size_t)s, 1) && (size_t)s == want)
-				continue;
-			if (s <= 0 && s != -EAGAIN)
-				recv_closed(c, (int)-s);
-			return;
-		}
-		dst = recv_dst(c, &want, &inplace);
+		char *dst = recv_dst(c, &want, &inplace);
 
 		n = recv(c->fd, dst, want, 0);
 		if (n < 0 && errno == EINTR)

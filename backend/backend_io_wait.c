@@ -128,7 +128,6 @@ int backend_io_get(struct backend_io *io, struct backend_req *r, void **body, si
 	r->on_restart = waiter_restart;
 	r->on_poll = NULL;
 	r->on_mem = NULL;
-	r->on_pipe = NULL;
 	err = waiter_run(io, r, &w);
 	if (err < 0) {
 		free(w.buf);
@@ -159,7 +158,6 @@ ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf)
 	r->on_restart = waiter_restart;
 	r->on_poll = NULL;
 	r->on_mem = NULL;
-	r->on_pipe = NULL;
 	err = waiter_run(io, r, &w);
 	if (err < 0)
 		return err;
@@ -192,13 +190,6 @@ static void *astream_mem(void *arg, size_t *len)
 	return a->mem(a->arg, a->pos, len);
 }
 
-static int astream_pipe(void *arg, size_t *len, int full)
-{
-	struct backend_io_astream *a = arg;
-
-	return a->pipe(a->arg, a->pos, len, full);
-}
-
 static void astream_done(void *arg, struct backend_req *r, int err)
 {
 	struct backend_io_astream *a = arg;
@@ -211,8 +202,8 @@ static void astream_done(void *arg, struct backend_req *r, int err)
 
 void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
 			     struct backend_io_astream *a, backend_sink_cb cb,
-			     backend_sink_mem_cb mem, backend_sink_pipe_cb pipe, void *arg,
-			     backend_io_stream_done_cb done, void *darg)
+			     backend_sink_mem_cb mem, void *arg, backend_io_stream_done_cb done,
+			     void *darg)
 {
 	if (r->range_len == 0 || r->range_len > SSIZE_MAX) {
 		done(darg, r, r->range_len ? -EINVAL : 0, 0);
@@ -221,7 +212,6 @@ void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
 	a->bytes = 0;
 	a->cb = cb;
 	a->mem = mem;
-	a->pipe = pipe;
 	a->arg = arg;
 	a->pos = r->range_off;
 	a->done = done;
@@ -230,7 +220,6 @@ void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
 	r->on_restart = NULL; /* its bytes were passed on */
 	r->on_poll = astream_poll;
 	r->on_mem = mem ? astream_mem : NULL;
-	r->on_pipe = pipe ? astream_pipe : NULL;
 	r->on_done = astream_done;
 	r->arg = a;
 	backend_io_submit(io, r);
@@ -277,7 +266,7 @@ static void async_done(void *arg, struct backend_req *r, int err, uint64_t bytes
 
 void backend__async_start(struct backend_io *io, struct backend_async *a, struct backend_req *r,
 			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
-			  backend_sink_mem_cb mem, backend_sink_pipe_cb pipe, void *arg)
+			  backend_sink_mem_cb mem, void *arg)
 {
 	r->method = "GET";
 	r->range_off = off;
@@ -287,7 +276,7 @@ void backend__async_start(struct backend_io *io, struct backend_async *a, struct
 	r->small = (flags & BACKEND_READ_SMALL) != 0;
 	r->pausable = (flags & BACKEND_READ_PAUSABLE) != 0;
 	r->object = 1;
-	backend_io_stream_async(io, r, &a->st, cb, mem, pipe, arg, async_done, a);
+	backend_io_stream_async(io, r, &a->st, cb, mem, arg, async_done, a);
 }
 
 ssize_t backend__io_get(struct backend_io *io, struct backend_req *r, const char *etag,
@@ -333,7 +322,7 @@ ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_
 		return r->range_len ? -EINVAL : 0;
 	waiter_init(&s.w);
 	s.bytes = 0;
-	backend_io_stream_async(io, r, &s.a, cb, NULL, NULL, arg, stream_waited, &s);
+	backend_io_stream_async(io, r, &s.a, cb, NULL, arg, stream_waited, &s);
 	err = waiter_wait(&s.w);
 	if (err < 0)
 		return err;
@@ -365,7 +354,6 @@ int backend_io_run(struct backend_io *io, struct backend_req *r, backend_req_dat
 	r->on_restart = NULL;
 	r->on_poll = NULL;
 	r->on_mem = NULL;
-	r->on_pipe = NULL;
 	/* waiter_run sets r->arg = &x.w: on_data and on_done share it */
 	return waiter_run(io, r, &x.w);
 }
@@ -380,7 +368,6 @@ int backend_io_head(struct backend_io *io, struct backend_req *r)
 	r->on_restart = NULL;
 	r->on_poll = NULL;
 	r->on_mem = NULL;
-	r->on_pipe = NULL;
 	r->range_len = 0;
 	return waiter_run(io, r, &w);
 }

@@ -639,8 +639,7 @@ static void os_async_release(struct backend_async *a)
 
 static void os_read_async(struct backend *be, const char *key, const char *etag, uint64_t size,
 			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
-			  backend_sink_mem_cb mem, backend_sink_pipe_cb pipe, void *arg,
-			  backend_done_cb done, void *darg)
+			  backend_sink_mem_cb mem, void *arg, backend_done_cb done, void *darg)
 {
 	struct backend_objstore *os = be->impl;
 	struct os_async *a = backend__async_new(sizeof(*a), 0, be, key, etag, size, done, darg);
@@ -660,7 +659,7 @@ static void os_read_async(struct backend *be, const char *key, const char *etag,
 	a->a.failed = os_failed;
 	a->a.release = os_async_release;
 	backend__async_start(os->io, &a->a, &a->c.req, off, len > SSIZE_MAX ? SSIZE_MAX : len,
-			     flags, cb, mem, pipe, arg);
+			     flags, cb, mem, arg);
 }
 
 static void os_close(struct backend *be)

@@ -119,41 +119,6 @@ static void sink_full_buf(struct cachetier *ct, struct fill_sink *s)
 		cachetier__wq_push(ct, s->cur);
 }
 
-/* The gathered buffer is a pipe's (fill_sink_pipe) and the next bytes
- * come in memory: it goes on to the writer as it is (a part-full pipe, or
- * one full of the socket's pieces), or back to the pool with no bytes. */
-static void sink_unpipe(struct cachetier *ct, struct fill_sink *s)
-{
-	if (!s->cur || !s->cur->pipe)
-		return;
-	if (s->cur->used)
-		sink_full_buf(ct, s);
-	else
-		cachetier__buf_put(ct, s->cur);
-	s->cur = NULL;
-}
-
-/* len bytes at off are in the pipe of s->cur (the lean engine spliced
- * them there, within what fill_sink_pipe offered): counted; never refused
- * (they cannot come again), so no pause here: the offer was the check. */
-static int sink_piped(struct cachetier *ct, struct fill_sink *s, uint64_t off, size_t len)
-{
-	if (off != s->next || len > s->end - off || !s->cur || !s->cur->pipe ||
-	    len > FILL_BUF_BYTES - s->cur->used)
-		return -EIO;
-	if (!s->wrote)
-		s->first_ns = cachetier__mono_ns();
-	s->wrote = 1;
-	s->cur->used += len;
-	s->next += len;
-	if (s->cur->used == FILL_BUF_BYTES || s->next == s->end) {
-		sink_full_buf(ct, s);
-		s->cur = NULL;
-	}
-	atomic_store_explicit(&s->slot->got, s->next - s->start, memory_order_relaxed);
-	return 0;
-}
-
 /* backend_sink_cb: may run on the store's I/O thread; no locks, no disk.
  * An asynchronous fill's (BACKEND_READ_PAUSABLE) takes no bytes while the
  * writer has FILL_WQ_MAX buffers to write (BACKEND_SINK_FULL: its transfer
@@ -168,8 +133,6 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 
 	if (atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed))
 		return FILL_WITHDRAWN;
-	if (!buf && len) /* in the pipe fill_sink_pipe offered: taken whole */
-		return sink_piped(ct, s, off, len);
 	if (len == 0) {	       /* the store's poll while no bytes arrive (or paused) */
 		if (s->full) { /* kept for bytes that do not come: its units wait no more */
 			cachetier__wq_push(ct, s->full);
@@ -192,7 +155,6 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 	if (!s->wrote)
 		s->first_ns = cachetier__mono_ns();
 	s->wrote = 1;
-	sink_unpipe(ct, s);
 	while (done < len) {
 		size_t piece = len - done;
 
@@ -237,7 +199,6 @@ static void *fill_sink_mem(void *arg, uint64_t off, size_t *len)
 	    (s->slot->fill->async &&
 	     atomic_load_explicit(&ct->wr.wq_bufs, memory_order_relaxed) >= FILL_WQ_MAX))
 		return NULL;
-	sink_unpipe(ct, s);
 	if (!s->cur) {
 		s->cur = cachetier__buf_get(ct);
 		if (!s->cur)
@@ -250,46 +211,6 @@ static void *fill_sink_mem(void *arg, uint64_t off, size_t *len)
 	if (*len > room)
 		*len = room;
 	return s->cur->data + s->cur->used;
-}
-
-/* backend_sink_pipe_cb: a pipe for the bytes at off (the next expected),
- * up to the gathered buffer's FILL_BUF_BYTES and the run's end: the lean
- * engine splices the socket's pages into it and fill_sink_write counts
- * them (sink_piped); the writer splices them into the data file
- * (cachetier_write.c, fill_write_pipe). Only a prefetch fill's
- * (asynchronous, buffered: no O_DIRECT writer) while the writer has room,
- * as fill_sink_mem; -1 otherwise (memory, as before), and past
- * FILL_PIPES_MAX pipes. full: the pipe took no more while the socket had
- * bytes (its slots full of small pieces): it goes on to the writer and
- * another is offered. */
-static int fill_sink_pipe(void *arg, uint64_t off, size_t *len, int full)
-{
-	struct fill_sink *s = arg;
-	struct cachetier *ct = s->slot->ct;
-	size_t room;
-
-	if (off != s->next || s->next >= s->end || !s->slot->pf || !s->slot->fill->async ||
-	    ct->wr.dio.on || atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed) ||
-	    atomic_load_explicit(&ct->wr.wq_bufs, memory_order_relaxed) >= FILL_WQ_MAX)
-		return -1;
-	if (s->cur && (full || !s->cur->pipe) && s->cur->used) {
-		sink_full_buf(ct, s);
-		s->cur = NULL;
-	}
-	if (!s->cur) {
-		s->cur = cachetier__buf_get(ct);
-		if (!s->cur)
-			return -1;
-		*s->cur = (struct fill_buf){.slot = s->slot, .off = s->next};
-	}
-	if (!s->cur->pipe && !(s->cur->pipe = cachetier__pipe_get(ct)))
-		return -1;
-	room = FILL_BUF_BYTES - s->cur->used;
-	if (room > s->end - s->next)
-		room = (size_t)(s->end - s->next);
-	if (*len > room)
-		*len = room;
-	return s->cur->pipe->wr;
 }
 
 int cachetier__read_version(struct cachetier *ct, const char *key, const char *etag, uint64_t size,
@@ -525,13 +446,12 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 		if (bytes == 0) {
 			err = -EIO; /* the object is shorter than its size said */
 		} else {
-			backend_read_version_async_pipe(
-			    ct->be, f->key, f->etag, f->size, fl->s.next,
-			    (size_t)(fl->s.end - fl->s.next),
-			    (slot->small ? BACKEND_READ_SMALL : 0) |
-				(fl->async ? BACKEND_READ_PAUSABLE : 0),
-			    fill_sink_write, fill_sink_mem, fill_sink_pipe, &fl->s, fill_run_done,
-			    slot);
+			backend_read_version_async_mem(ct->be, f->key, f->etag, f->size, fl->s.next,
+						       (size_t)(fl->s.end - fl->s.next),
+						       (slot->small ? BACKEND_READ_SMALL : 0) |
+							   (fl->async ? BACKEND_READ_PAUSABLE : 0),
+						       fill_sink_write, fill_sink_mem, &fl->s,
+						       fill_run_done, slot);
 			return;
 		}
 	}
@@ -603,11 +523,11 @@ void cachetier__fill_next(struct ct_slot *slot)
 					   .unit_bytes = f->unit_bytes};
 		fl->t0 = cachetier__mono_ns();
 		/* only from the listed version: units of two versions never mix */
-		backend_read_version_async_pipe(
+		backend_read_version_async_mem(
 		    slot->ct->be, f->key, f->etag, f->size, off, (size_t)len,
 		    (slot->small ? BACKEND_READ_SMALL : 0) |
 			(fl->async ? BACKEND_READ_PAUSABLE : 0),
-		    fill_sink_write, fill_sink_mem, fill_sink_pipe, &fl->s, fill_run_done, slot);
+		    fill_sink_write, fill_sink_mem, &fl->s, fill_run_done, slot);
 		if (fl->async)
 			return; /* the slot is the request's now */
 		while (sem_wait(&fl->run_sem) < 0 && errno == EINTR)

@@ -47,41 +47,8 @@ struct ct_wjob;
  * a refused piece copied out and back (tests/bench/README.md, L4). */
 #define FILL_WQ_RESUME (FILL_WQ_MAX / 4u)
 
-/* Spliced fills (cachetier/README.md): a prefetch fill's sink may offer
- * the lean engine a pipe instead of a buffer's memory (fill_sink_pipe): the
- * socket's pages are spliced into it (no copy on the I/O thread) and the
- * writer splices them into the data file (the one copy), then reads them
- * back (pread, from the page cache) for the units' CRC32C: the CRC is over
- * the bytes as the file holds them. A pipe carries at most FILL_BUF_BYTES
- * of a run (one buffer's worth: the same count of bytes in flight,
- * FILL_WQ_MAX), in a pipe of FILL_PIPE_BYTES (a slot holds a socket
- * buffer's piece, not a page of bytes: room for 128 pieces). At most
- * FILL_PIPES_MAX pipes (2 fds each: 192 fds of RLIMIT_NOFILE at most, and
- * 24 MiB of the user's pipe pages at most); past them a sink offers
- * memory, as before. */
-#define FILL_PIPE_BYTES (512u * 1024u)
-#define FILL_PIPES_MAX	96u
-struct fill_pipe {
-	int rd, wr;		/* non-blocking both: a wait on one is a bug, never a hang */
-	struct fill_pipe *next; /* in ct->wr.pipes.free while free */
-};
-/* ct->wr.pipes, under ct->wr.bpool_lock: the free pipes, and n open (at
- * most FILL_PIPES_MAX) */
-struct fill_pipes {
-	struct fill_pipe *free;
-	unsigned n;
-};
-struct cachetier;
-/* A pipe for a spliced fill's buffer: a free one, or a new one while fewer
- * than FILL_PIPES_MAX are open; NULL past them (or when the system has no
- * fd). buf_put gives it back with its buffer: to the free ones when empty,
- * else (bytes left of a failed run) closed. Any thread (cachetier_write.c). */
-struct fill_pipe *cachetier__pipe_get(struct cachetier *ct);
-
 /* A buffer of a fill's bytes on its way from the sink to the writer; or,
- * with end set, the end of a run (the slot's own message, no data). With
- * pipe set, its used bytes are in the pipe and data is the writer's room
- * to read them back (for their CRC). */
+ * with end set, the end of a run (the slot's own message, no data). */
 struct fill_buf {
 	struct fill_buf *next; /* in ct->wr.wq */
 	struct ct_slot *slot;  /* a fill's; NULL: a job's (cachetier__write_push) */
@@ -95,8 +62,7 @@ struct fill_buf {
 	size_t used;	 /* bytes in data */
 	int end;	 /* the run ended; err: how */
 	int err;
-	struct fill_pipe *pipe; /* or NULL: the bytes are in data */
-	char data[];		/* FILL_BUF_BYTES (none in an end) */
+	char data[]; /* FILL_BUF_BYTES (none in an end) */
 };
 
 struct fill_sink {

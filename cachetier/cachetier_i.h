@@ -194,7 +194,6 @@ struct ct_writer {
 	struct disk_mutex bpool_lock;  /* a leaf: the pool of free sink buffers */
 	struct disk_arena bpool;       /* ... (cachetier__buf_get), under bpool_lock */
 	struct ct_dio dio;	       /* prefetch fills' O_DIRECT writes (cachetier_direct.h) */
-	struct fill_pipes pipes;       /* spliced fills' (cachetier_fillbuf.h), under bpool_lock */
 	atomic_int wstop;	       /* the writer leaves once wq is empty */
 	atomic_uint wq_bufs;	       /* fills' buffers of bytes pushed, not yet written: at
 					* FILL_WQ_MAX the sinks pause their transfers */

@@ -28,10 +28,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include "cachetier_i.h"
 
@@ -142,68 +140,12 @@ struct fill_buf *cachetier__buf_get(struct cachetier *ct)
 	return (struct fill_buf *)(blk + BUF_LEAD);
 }
 
-struct fill_pipe *cachetier__pipe_get(struct cachetier *ct)
-{
-	struct fill_pipe *p;
-	int fds[2], make = 0;
-
-	disk_mutex_lock(&ct->wr.bpool_lock);
-	p = ct->wr.pipes.free;
-	if (p)
-		ct->wr.pipes.free = p->next;
-	else if (ct->wr.pipes.n < FILL_PIPES_MAX)
-		make = ++ct->wr.pipes.n != 0; /* one more, made outside the lock */
-	disk_mutex_unlock(&ct->wr.bpool_lock);
-	if (!make)
-		return p;
-	p = malloc(sizeof(*p));
-	if (p && pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0) {
-		p->rd = fds[0];
-		p->wr = fds[1];
-		/* room for 128 pieces of a socket; a smaller pipe (the user's
-		 * pipe pages used up) still works: its sink offers another
-		 * when one is full of pieces (backend_sink_pipe_cb) */
-		(void)fcntl(p->wr, F_SETPIPE_SZ, (int)FILL_PIPE_BYTES);
-		return p;
-	}
-	free(p);
-	disk_mutex_lock(&ct->wr.bpool_lock);
-	ct->wr.pipes.n--;
-	disk_mutex_unlock(&ct->wr.bpool_lock);
-	return NULL;
-}
-
-/* A pipe back: to the free ones when it is empty, else closed (a failed
- * run's bytes in it are dropped with it). */
-static void pipe_put(struct cachetier *ct, struct fill_pipe *p)
-{
-	int q = 0;
-
-	if (ioctl(p->rd, FIONREAD, &q) == 0 && q == 0) {
-		disk_mutex_lock(&ct->wr.bpool_lock);
-		p->next = ct->wr.pipes.free;
-		ct->wr.pipes.free = p;
-		disk_mutex_unlock(&ct->wr.bpool_lock);
-		return;
-	}
-	close(p->rd);
-	close(p->wr);
-	free(p);
-	disk_mutex_lock(&ct->wr.bpool_lock);
-	ct->wr.pipes.n--;
-	disk_mutex_unlock(&ct->wr.bpool_lock);
-}
-
 void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
 {
 	void *gone;
 
 	if (!b)
 		return;
-	if (b->pipe) {
-		pipe_put(ct, b->pipe);
-		b->pipe = NULL;
-	}
 	disk_mutex_lock(&ct->wr.bpool_lock);
 	gone = disk_arena_give(&ct->wr.bpool, b->data - BUF_HEAD);
 	disk_mutex_unlock(&ct->wr.bpool_lock);
@@ -215,15 +157,6 @@ void cachetier__buf_pool_free(struct cachetier *ct)
 	/* at stop every buffer is back: no fill, no writer */
 	disk_mutex_lock(&ct->wr.bpool_lock);
 	disk_arena_fini(&ct->wr.bpool);
-	while (ct->wr.pipes.free) {
-		struct fill_pipe *p = ct->wr.pipes.free;
-
-		ct->wr.pipes.free = p->next;
-		close(p->rd);
-		close(p->wr);
-		free(p);
-		ct->wr.pipes.n--;
-	}
 	disk_mutex_unlock(&ct->wr.bpool_lock);
 }
 
@@ -245,64 +178,10 @@ static void buf_done(struct cachetier *ct, struct fill_buf *b)
 		backend_sink_ready(ct->be);
 }
 
-/* A spliced buffer's len bytes (at object offset off, in the pipe rd)
- * into f's data file: spliced there (the page cache's one copy of them),
- * then read back into back (from the page cache) for the units' CRC32C,
- * over the bytes as the file holds them. A pipe short of its bytes (never:
- * the sink counted what the engine spliced) is -EIO, not a wait: both
- * ends are non-blocking. */
-static int run_splice(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off, int rd,
-		      size_t len, char *back)
-{
-	int err;
-
-	CT_OFF_LOOP();
-	for (size_t done = 0; done < len;) {
-		loff_t o = (loff_t)(off + done);
-		ssize_t w =
-		    splice(rd, NULL, f->datafd, &o, len - done, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return errno == EAGAIN ? -EIO : -errno;
-		if (w == 0)
-			return -EIO;
-		done += (size_t)w;
-	}
-	err = disk_pread_all(f->datafd, back, len, off);
-	if (err == 0)
-		cachetier__run_crc(f, c0, crc, off, back, len);
-	return err;
-}
-
-/* A spliced buffer b (b->pipe) written (run_splice), as fill_write
- * writes a memory one; returns the item after it. */
-static struct fill_buf *fill_write_pipe(struct cachetier *ct, struct fill_buf *b)
-{
-	struct ct_slot *slot = b->slot;
-	struct ct_fill *fl = slot->fill;
-	struct fill_buf *x = b->next;
-
-	if (fl->werr == 0) {
-		fl->wtop = b->off + b->used;
-		fl->werr =
-		    run_splice(slot->f, slot->c, fl->crc, b->off, b->pipe->rd, b->used, b->data);
-		atomic_fetch_add_explicit(&ct->wr.fill_writes, 1, memory_order_relaxed);
-		if (fl->werr == 0) {
-			atomic_fetch_add(&ct->wr_bytes, b->used);
-			fl->wcnt += b->used;
-			fl->wnext = b->off + b->used;
-		}
-	}
-	buf_done(ct, b);
-	return x;
-}
-
 /* The buffers of one fill from b on that follow each other (the next
  * one's bytes start where this one's end; at most CT_WRITEV_MAX, no run's
  * end between) written with one pwritev, then their CRCs; returns the
- * item after them. A spliced one goes alone (fill_write_pipe). */
+ * item after them. */
 static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 {
 	struct ct_slot *slot = b->slot;
@@ -313,9 +192,7 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 	int n = 0;
 
 	CT_OFF_LOOP();
-	if (b->pipe)
-		return fill_write_pipe(ct, b);
-	for (; x && !x->end && !x->pipe && x->off == end && n < CT_WRITEV_MAX; x = x->next) {
+	for (; x && !x->end && x->off == end && n < CT_WRITEV_MAX; x = x->next) {
 		iov[n++] = (struct iovec){.iov_base = x->data, .iov_len = x->used};
 		end += x->used;
 	}

@@ -270,10 +270,6 @@ const struct ctl_counter fs_ctl_counters[] = {
     {"store_recv_inplace_bytes",
      "body bytes the lean HTTP engine received straight into a fill's buffer (no copy)", C,
      SNAP(bs.recv_inplace_bytes)},
-    {"store_recv_spliced_bytes",
-     "of store_recv_inplace_bytes, those the lean HTTP engine spliced from the socket into a "
-     "prefetch fill's pipe (not copied at all)",
-     C, SNAP(bs.recv_spliced_bytes)},
     {"store_recv_copied_bytes",
      "body bytes the lean HTTP engine received into its own buffer and handed to a reader or "
      "fill (which copies them)",

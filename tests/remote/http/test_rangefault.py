@@ -729,23 +729,6 @@ def group_recvmem(env, ck, cli, ng, src):
               st['bytes_received'] - 1)
         ck.ok((inpl or 0) > len(want) // 2,
               'mount auto: %r of %d bytes received in place' % (inpl, len(want)))
-    # (f) a mount's prefetch: its fills' sink offers pipes (cachetier/README.md, "Spliced
-    # fills"): most of the shards' bytes spliced, none copied on the way, the bytes exact from
-    # the cache (no byte fetched again), no unit's CRC32C off
-    with ml.Mount(env, source, cache_dir=env.path('cache-splice'), extra=opts) as m:
-        r = env.run([env.shardfs, 'prefetch', m.mnt], timeout=100)
-        ck.eq('mount prefetch: exit status', r.returncode, 0)
-        st0 = m.stats()
-        got = ml.read_all(os.path.join(m.mnt, 'shard-000001.tar'))
-        st = m.stats()
-    log('mount prefetch: %r' % {k: v for k, v in st.items() if k.startswith('store_')})
-    ck.ok(got == want, 'mount prefetch: the shard read is not exact (%d bytes)' % len(got))
-    ck.eq('mount prefetch: bytes fetched by the read', st.get('bytes_fetched'),
-          st0.get('bytes_fetched'))
-    spl = st0.get('store_recv_spliced_bytes') or 0
-    ck.ok(spl > st0.get('bytes_fetched', 0) // 2,
-          'mount prefetch: %r of %r bytes fetched spliced' % (spl, st0.get('bytes_fetched')))
-    ck.eq('mount prefetch: units corrupt', st.get('cache_units_corrupt', 0), 0)
 
 
 DNS_LOCK = '/tmp/shardfs-test-dns53.lock'
