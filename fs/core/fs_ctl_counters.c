@@ -334,8 +334,10 @@ const struct ctl_counter fs_ctl_counters[] = {
     {"refresh_added", "objects new at a refresh", C, FS(refresh_added)},
     {"refresh_removed", "objects removed at a refresh", C, FS(refresh_removed)},
     {"refresh_changed", "objects changed at a refresh (indexed again)", C, FS(refresh_changed)},
-    {"changes_noticed", "objects found changed or removed (ESTALE for the old version)", C,
-     FS(stale_noticed)},
+    {"changes_noticed",
+     "objects the source changed or removed under the mount (ESTALE for the old version; a "
+     "version dropped for its index is counted in index_changed or index_rejected_on_read)",
+     C, FS(source_changes)},
     {"loader_index_builds", "builds of .shardfs/samples.tsv and wids.json", C, FS(lidx_builds)},
     {"loader_index_shards_skipped",
      "shards the last build left out of wids.json: compressed (these have no DALI index either), "

@@ -342,6 +342,9 @@ struct fs_counters {
 	atomic_ullong if_build_runs;
 	/* sources that change under the mount (fs_ns.c) */
 	atomic_ullong refreshes, refresh_added, refresh_removed, refresh_changed, stale_noticed;
+	/* objects marked stale or gone because the source changed (stale_noticed
+	 * also counts a version dropped for its index: a generation) */
+	atomic_ullong source_changes;
 	atomic_ullong hidden_names;   /* entries hidden by a name conflict at the last listing */
 	atomic_ullong xattr_requests; /* getxattr and listxattr requests */
 	/* loader indexes (fs_loaderidx.c): builds of samples.tsv and wids.json;

@@ -55,6 +55,12 @@ int fs_ns_keep_learned(struct fs *fs);
 int fs_obj_check(struct fs *fs, uint32_t obj);
 /* Mark obj stale (changed) and queue the invalidations of its inodes. */
 void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why);
+/* Mark obj's version stale because its index was dropped (a saved index
+ * changed in place, a sidecar proved wrong), not because the source
+ * changed: the same ESTALE and invalidations, the next lookup a new version
+ * whose index is built from the shard; not logged (the caller says why)
+ * and not counted in changes_noticed. */
+void fs_obj_mark_reindex(struct fs *fs, uint32_t obj);
 /* Object obj is not live (or fs_obj_check said so) and a lookup found its
  * name: stat the source's object and replace obj's entries in its
  * directory with a new version at new indexes, or remove them when it is

@@ -15,7 +15,10 @@
 
 #include "fs_ns_i.h"
 
-void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why)
+/* Mark obj (fs_obj_mark_stale, fs_obj_mark_reindex); source: the source
+ * changed it (logged and counted as a change), else its index was dropped
+ * (its caller logged why). */
+static void obj_mark(struct fs *fs, uint32_t obj, enum fs_obj_state why, int source)
 {
 	struct fs_obj *o = fs_obj(fs, obj);
 	int live = FS_OBJ_LIVE;
@@ -24,8 +27,11 @@ void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why)
 	if (!atomic_compare_exchange_strong(&o->state, &live, (int)why))
 		return; /* marked already */
 	fs->c.stale_noticed++;
-	fs_log(FS_LOG_INFO, "%s %s under the mount: ESTALE for the old version", o->key,
-	       why == FS_OBJ_GONE ? "was removed" : "changed");
+	if (source) {
+		fs->c.source_changes++;
+		fs_log(FS_LOG_INFO, "%s %s under the mount: ESTALE for the old version", o->key,
+		       why == FS_OBJ_GONE ? "was removed" : "changed");
+	}
 	fs_notify_inode(fs, fs_ino(FS_K_OBJ, obj, 0));
 	fs_notify_entry(fs, dino, o->base, strlen(o->base));
 	if (o->codec >= 0 && why == FS_OBJ_GONE)
@@ -44,6 +50,16 @@ void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why)
 		if (info.nentries)
 			fs_notify_shard(fs, o->shard, info.nentries);
 	}
+}
+
+void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why)
+{
+	obj_mark(fs, obj, why, 1);
+}
+
+void fs_obj_mark_reindex(struct fs *fs, uint32_t obj)
+{
+	obj_mark(fs, obj, FS_OBJ_STALE, 0);
 }
 
 int fs_obj_check(struct fs *fs, uint32_t obj)

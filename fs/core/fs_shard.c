@@ -532,7 +532,7 @@ static int shard_changed(struct fs *fs, uint32_t shard)
 	       "the mount (written, truncated or punched); it is dropped and built again from "
 	       "the shard, files opened through it get ESTALE",
 	       fs_obj(fs, s->obj)->key);
-	fs_obj_mark_stale(fs, s->obj, FS_OBJ_STALE);
+	fs_obj_mark_reindex(fs, s->obj);
 	return -ESTALE;
 }
 
@@ -725,7 +725,7 @@ static int shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_ent
 	       "offset %" PRIu64 " %s; the index is rejected and built from the shard, files "
 	       "opened through it get ESTALE",
 	       o->key, e->name, e->data_off, why);
-	fs_obj_mark_stale(fs, s->obj, FS_OBJ_STALE);
+	fs_obj_mark_reindex(fs, s->obj);
 	return 1;
 }
 
