@@ -29,7 +29,7 @@
  * spans hold).
  *
  * A buffer goes back only once no read holds its span and the store's
- * read into it ended (fetch_stage.c: piece_unlink, piece_drop_buf), and a
+ * read into it ended (fetch_stage.c: fetch__stage_unlink, fetch__stage_drop_buf), and a
  * read is served only bytes its own span's read wrote (below its
  * watermark): a reused run's old bytes are never served.
  */

@@ -1,6 +1,6 @@
 /*
  * test_stagecount.c — the stage's count of a path's bytes read
- * (fetch/fetch_stage.c, piece_note_read): a path is read in full once the
+ * (fetch/fetch_stageread.c, piece_note_read): a path is read in full once the
  * union of the bytes reads got of it is all of it, whatever the order,
  * the repeats (the kernel reads a page again after another process
  * dropped the page cache) and the overlaps of the reads; and a piece
