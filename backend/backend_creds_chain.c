@@ -359,6 +359,54 @@ enum { LINK_FOUND = 1, LINK_FETCH = 2 };
 typedef int (*chain_link)(const struct chain *ch, struct backend_credsrc **sp, char *why,
 			  size_t whycap);
 
+/* Why the value v of field cannot be sent, into why: a key id and a session
+ * token go into a header as they are (printable ASCII, no blank), a secret
+ * is the key of an HMAC (no control character, no blank at either end), so
+ * a line break or blank pasted with a value would make every request fail
+ * with a reason that names neither. 0 when it can be sent, else -EACCES.
+ * Never quotes the value (a secret). */
+static int creds_unsendable(const char *field, const char *v, int secret, char *why, size_t whycap)
+{
+	size_t n = strlen(v);
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)v[i];
+		const char *what = NULL;
+
+		if (c == '\n' || c == '\r')
+			what = "a line break";
+		else if (c < 0x20 || c == 0x7f)
+			what = "a control character";
+		else if (c >= 0x80 && !secret)
+			what = "a byte outside ASCII";
+		else if (c == ' ' && (!secret || i == 0 || i == n - 1))
+			what = "a space";
+		if (what) {
+			backend__creds_why(why, whycap,
+					   "%s has %s at byte %zu of %zu (copied with the value?): "
+					   "the store would refuse every request; set it again "
+					   "without it",
+					   field, what, i + 1, n);
+			return -EACCES;
+		}
+	}
+	return 0;
+}
+
+/* creds_unsendable of each value of st that is set; fields: the names of
+ * the key id, the secret and the session token where they were read. */
+static int creds_check(const struct backend_creds *st, const char *const fields[3], char *why,
+		       size_t whycap)
+{
+	if (st->access_key && creds_unsendable(fields[0], st->access_key, 0, why, whycap) < 0)
+		return -EACCES;
+	if (st->secret_key && creds_unsendable(fields[1], st->secret_key, 1, why, whycap) < 0)
+		return -EACCES;
+	if (st->session_token && creds_unsendable(fields[2], st->session_token, 0, why, whycap) < 0)
+		return -EACCES;
+	return 0;
+}
+
 /* A static source holding st (taken, also on failure): LINK_FOUND or -ENOMEM. */
 static int src_static(const struct chain *ch, struct backend_creds *st, struct backend_credsrc **sp)
 {
@@ -375,6 +423,10 @@ static int src_static(const struct chain *ch, struct backend_creds *st, struct b
 static int link_env(const struct chain *ch, struct backend_credsrc **sp, char *why, size_t whycap)
 {
 	struct backend_creds st;
+	static const char *const aws_fields[3] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+						  "AWS_SESSION_TOKEN"};
+	static const char *const gcs_fields[3] = {"GCS_HMAC_ACCESS_ID", "GCS_HMAC_SECRET", ""};
+	const char *const *fields = aws_fields;
 	const char *name = "the environment (AWS_ACCESS_KEY_ID)";
 	int err;
 
@@ -402,6 +454,7 @@ static int link_env(const struct chain *ch, struct backend_credsrc **sp, char *w
 			return err;
 		if (err > 0) {
 			name = "the environment (GCS_HMAC_ACCESS_ID)";
+			fields = gcs_fields;
 			goto found;
 		}
 	}
@@ -411,6 +464,10 @@ static int link_env(const struct chain *ch, struct backend_credsrc **sp, char *w
 	if (err <= 0)
 		return err;
 found:
+	if (creds_check(&st, fields, why, whycap) < 0) {
+		backend__creds_clear(&st);
+		return -EACCES;
+	}
 	err = src_static(ch, &st, sp);
 	if (err > 0)
 		snprintf((*sp)->name, sizeof((*sp)->name), "%s", name);
@@ -457,10 +514,9 @@ static int link_file(const struct chain *ch, struct backend_credsrc **sp, char *
 	char path[4096];
 	const char *file = backend__creds_env("AWS_SHARED_CREDENTIALS_FILE");
 	struct backend_creds st;
+	char fields[3][160];
 	int err;
 
-	(void)why;
-	(void)whycap;
 	if (!file) {
 		const char *home = backend__creds_env("HOME");
 
@@ -476,6 +532,19 @@ static int link_file(const struct chain *ch, struct backend_credsrc **sp, char *
 		return err;
 	if (!st.access_key)
 		return 0;
+	snprintf(fields[0], sizeof(fields[0]), "aws_access_key_id of profile %.100s", ch->profile);
+	snprintf(fields[1], sizeof(fields[1]), "aws_secret_access_key of profile %.100s",
+		 ch->profile);
+	snprintf(fields[2], sizeof(fields[2]), "aws_session_token of profile %.100s", ch->profile);
+	if (creds_check(&st, (const char *const[3]){fields[0], fields[1], fields[2]}, why, whycap) <
+	    0) {
+		char tmp[512];
+
+		snprintf(tmp, sizeof(tmp), "%s", why);
+		backend__creds_why(why, whycap, "%.300s: %s", file, tmp);
+		backend__creds_clear(&st);
+		return -EACCES;
+	}
 	err = src_static(ch, &st, sp);
 	if (err > 0)
 		snprintf((*sp)->name, sizeof((*sp)->name), "the credentials file (profile %.100s)",
