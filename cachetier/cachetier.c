@@ -319,44 +319,63 @@ const char *cachetier_dir(const struct cachetier *ct)
 	return ct->dir;
 }
 
-/* The reserved bytes of this process's fills in flight but own's, and of
- * them those the free-space estimate does not have (used: the bytes made
- * room for since its statvfs, which it subtracted: fills begun since;
- * wrote: for a statvfs made now, ct->wr_bytes read before it, whose bytes
- * not landed since it has, UINT64_MAX: none). */
-static uint64_t disk_pending(struct cachetier *ct, uint64_t own, uint64_t used, uint64_t wrote)
+/* The bytes of this process's fills in flight but own's that a statvfs
+ * made now does not have: reserved less the bytes written and not landed
+ * (wrote: ct->wr_bytes read before that statvfs; cachetier__resv_unwritten). */
+static uint64_t pend_fresh(struct cachetier *ct, uint64_t own, uint64_t wrote)
 {
 	struct ct_room r;
 	uint64_t resv;
 
 	cachetier__acct_get(ct, &r);
-	resv = wrote == UINT64_MAX ? r.reserved : cachetier__resv_unwritten(&r, wrote);
-	resv = resv > own ? resv - own : 0;
-	return resv > used ? resv - used : 0;
+	resv = cachetier__resv_unwritten(&r, wrote);
+	return resv > own ? resv - own : 0;
+}
+
+/* The bytes of this process's fills in flight but own's that the estimate
+ * (the last statvfs's answer less used, the bytes made room for since:
+ * the fills begun since, whole) does not have: of the fills begun before
+ * that statvfs, the bytes not written at it. Reserved plus wr_gone is
+ * every byte reserved since open but those that left reserved unwritten
+ * here (a failed run's rest, a unit another process filled); less
+ * free_wrote (ct->wr_bytes read just before the statvfs: the written
+ * bytes it has, landed or not), own and used, that is the fills begun
+ * before it less their bytes written by then, landed since or not. Not
+ * cachetier__resv_unwritten(&r, free_wrote): its written part stops at 0
+ * once fills begun since land more bytes than were written and not
+ * landed at the statvfs, and a landed fill begun since, in used and out
+ * of reserved, was then taken off the others' bytes (counted not at all,
+ * as before free_wrote). A look between a unit's wr_gone and its landing
+ * counts its bytes twice, never none. ct->lock held (used, free_wrote). */
+static uint64_t pend_since(struct cachetier *ct, uint64_t own)
+{
+	struct ct_room r;
+	uint64_t have, used = ct->room_bytes - ct->free_base;
+
+	if (!ct->free_known) /* a statvfs is due: the fills' bytes not written */
+		return pend_fresh(ct, own, atomic_load(&ct->wr_bytes));
+	cachetier__acct_get(ct, &r);
+	have = ct->free_wrote + own + used;
+	return r.reserved + r.wr_gone > have ? r.reserved + r.wr_gone - have : 0;
 }
 
 uint64_t cachetier__disk_free(struct cachetier *ct, uint64_t len, uint64_t own)
 {
-	uint64_t calls = ct->free_calls, used, pend, avail;
+	uint64_t calls = ct->free_calls, pend, avail;
 	uint64_t wrote = atomic_load(&ct->wr_bytes); /* before a statvfs made below */
 
-	/* what the estimate would lack now: its decision whether a statvfs
-	 * is due is made with each byte counted once too (a fill begun since
-	 * the last statvfs is in used, not again in reserved) */
-	used = ct->free_known ? ct->room_bytes - ct->free_base : 0;
-	pend = disk_pending(ct, own, used, UINT64_MAX);
+	/* what the estimate lacks now: its decision whether a statvfs is due
+	 * is made with each byte counted once too */
+	pend = pend_since(ct, own);
 	avail = cachetier__disk_avail(ct, ct->cfg.min_free_bytes + len + pend);
 	if (avail == UINT64_MAX)
 		return avail;
 	/* a statvfs made now has the reserved bytes written before it (a
 	 * unit leaves reserved as it lands, and its bytes written before
-	 * that are on the disk: taken off reserved, cachetier__resv_unwritten,
-	 * not counted twice); the estimate has those begun since its statvfs
-	 * (and counts a written unit's bytes twice until it lands) */
+	 * that are on the disk: taken off reserved, not counted twice); the
+	 * estimate's answer is the one its decision was made with */
 	if (ct->free_calls != calls)
-		pend = disk_pending(ct, own, 0, wrote);
-	else
-		pend = disk_pending(ct, own, ct->room_bytes - ct->free_base, UINT64_MAX);
+		pend = pend_fresh(ct, own, wrote);
 	return avail > pend ? avail - pend : 0;
 }
 

@@ -676,7 +676,7 @@ static uint64_t free_bound(const struct cachetier *ct)
 
 uint64_t cachetier__disk_avail(struct cachetier *ct, uint64_t need)
 {
-	uint64_t used = ct->room_bytes - ct->free_base, bound = free_bound(ct), base, avail;
+	uint64_t used = ct->room_bytes - ct->free_base, bound = free_bound(ct), base, wrote, avail;
 	struct statvfs sv;
 
 	/* the last answer less every byte made room for since: no more
@@ -686,6 +686,7 @@ uint64_t cachetier__disk_avail(struct cachetier *ct, uint64_t need)
 	    ct->free_avail - used >= need + bound)
 		return ct->free_avail - used;
 	base = ct->room_bytes;
+	wrote = atomic_load(&ct->wr_bytes); /* before the statvfs: on the disk at it */
 	ct->free_calls++;
 	/* statvfs without the lock: it is a syscall */
 	disk_mutex_unlock(&ct->lock);
@@ -698,6 +699,7 @@ uint64_t cachetier__disk_avail(struct cachetier *ct, uint64_t need)
 	if (!ct->free_known || base >= ct->free_base) { /* not older than the last */
 		ct->free_avail = avail;
 		ct->free_base = base;
+		ct->free_wrote = wrote;
 		ct->free_known = 1;
 	}
 	return avail;

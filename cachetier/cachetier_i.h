@@ -359,9 +359,9 @@ struct cachetier {
 	/* make_room's calls that waited for other threads' evictions, those waits, its time */
 	uint64_t room_waits, room_wait_ns, room_make_ns;
 	/* the free-space check (cachetier__disk_avail): bytes made room for
-	 * since open, the last statvfs's free bytes and room_bytes then, its
-	 * calls (cachetier_stats.room_statfs) */
-	uint64_t room_bytes, free_avail, free_base, free_calls;
+	 * since open, the last statvfs's free bytes, room_bytes then and
+	 * wr_bytes just before it (free_wrote), its calls (room_statfs) */
+	uint64_t room_bytes, free_avail, free_base, free_wrote, free_calls;
 	int free_known;
 	/* idle read locks (cachetier_read.c, "release on demand"): fcntl calls
 	 * of the read path on unit locks (taken, dropped), release requests
