@@ -137,15 +137,17 @@ int fetch__batch_mem_run(struct cachetier *ct, struct fetch_batch_mem *bm, unsig
 void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n);
 /* fetch_stagebuf.c: the stage's buffers, page runs of one region of
  * --plan-memory's bytes (the pool: in the stage; every call but _init and
- * _fini under its lock, no system call). fetch__stagebuf_size: a span of
+ * _fini under its lock, no system call but _map's one mmap). fetch__stagebuf_size: a span of
  * len bytes' buffer size (its class: whole pages, at most 1/8 more) and
- * class. _init: the region mapped (2 MiB-aligned, MADV_HUGEPAGE, nothing
- * faulted in); -ENOMEM. _fits: a free run of size bytes (a class's size)
- * now. _take: the first free run of size bytes (NULL: none), and the
- * chunks of the region it reaches first ([*fault, + *nfault), 0 bytes:
- * none), which the caller faults in with the lock released
- * (disk_arena_prefault) before the span's read starts. _put: buf's run
- * free again. */
+ * class. _init: the page bitmaps, no region yet; -ENOMEM. _map: the region
+ * mapped if it is not (2 MiB-aligned, MADV_HUGEPAGE, nothing faulted in:
+ * the stage's first span); -ENOMEM. _fit: the first page of the first free
+ * run of size bytes (a class's size) now, pl->pages: none (first fit, one
+ * scan). _take: that run (at, from _fit under the same hold of the lock)
+ * marked taken, its buffer, and the chunks of the region it reaches first
+ * ([*fault, + *nfault), 0 bytes: none), which the caller faults in with
+ * the lock released (disk_arena_prefault) before the span's read starts.
+ * _put: buf's run free again. */
 struct fetch_stage_pool {
 	unsigned char *base; /* the region (NULL: none) */
 	size_t pages;	     /* its pages */
@@ -159,8 +161,10 @@ struct fetch_stage_pool {
 size_t fetch__stagebuf_size(size_t len, unsigned *cls);
 int fetch__stagebuf_init(struct fetch_stage_pool *pl, uint64_t max);
 void fetch__stagebuf_fini(struct fetch_stage_pool *pl);
-int fetch__stagebuf_fits(const struct fetch_stage_pool *pl, size_t size);
-void *fetch__stagebuf_take(struct fetch_stage_pool *pl, size_t size, void **fault, size_t *nfault);
+int fetch__stagebuf_map(struct fetch_stage_pool *pl);
+size_t fetch__stagebuf_fit(const struct fetch_stage_pool *pl, size_t size);
+void *fetch__stagebuf_take(struct fetch_stage_pool *pl, size_t at, size_t size, void **fault,
+			   size_t *nfault);
 void fetch__stagebuf_put(struct fetch_stage_pool *pl, void *buf, size_t size);
 /* fetch_rules.c: the stage's admission and its reads' size class. */
 int fetch__rules_stage(uint64_t len, uint64_t room, int cached);

@@ -38,7 +38,7 @@
  *
  * Memory: the pieces' buffers (whole pages, a span's size rounded up to
  * its class), page runs of one region of --plan-memory's bytes mapped
- * once with the stage (fetch_stagebuf.c); their sizes count at most
+ * at the stage's first span (fetch_stagebuf.c); their sizes count at most
  * --plan-memory, and a span needs a free run of its pages: one that does
  * not fit either after the pressure rule goes to the store as before. A
  * piece's run goes back to the region when it is unlinked or its failed
@@ -273,16 +273,18 @@ static void stage_progress(void *arg, uint64_t end)
  * free run of them in the region (fetch_stagebuf.c). When the count has
  * room and the region no run, the same pieces go, but none is waited for:
  * no piece to go is no room (nofit counted), the span goes to the store.
- * st->lock held (released while waiting). 1 when there is room. */
+ * st->lock held (released while waiting). 1 when there is room, *at the
+ * first page of the free run found (fetch__stagebuf_fit: the run the span
+ * takes, stage_link, under the same hold of the lock: one scan). */
 static int stage_make_room(struct fetch_stage *st, uint64_t len, const void *plan,
-			   uint32_t position, struct stage_piece **freed)
+			   uint32_t position, struct stage_piece **freed, size_t *at)
 {
 	for (;;) {
 		int over = st->bytes + len > st->max; /* else: no free run */
 		struct stage_piece *v = NULL;
 		int soon = 0; /* a piece wholly read goes once its hold or read ends */
 
-		if (!over && fetch__stagebuf_fits(&st->pool, (size_t)len))
+		if (!over && (*at = fetch__stagebuf_fit(&st->pool, (size_t)len)) < st->pool.pages)
 			return 1;
 
 		for (unsigned i = 0; i < STAGE_LISTS && !(v && (!v->plan || v->left == 0)); i++) {
@@ -355,15 +357,16 @@ static struct stage_piece *piece_new(struct fetch_stage *st, struct cachetier_ob
 }
 
 /* p listed, counted (size bytes: its class) and in flight, the room for
- * it made (a free run: its buffer); [*fault, + *nfault): the region's
- * chunks its run reaches first, to fault in unlocked. st->lock held. */
-static void stage_link(struct fetch_stage *st, struct stage_piece *p, size_t size, void **fault,
-		       size_t *nfault)
+ * it made (the free run at page at, stage_make_room's: its buffer);
+ * [*fault, + *nfault): the region's chunks its run reaches first, to
+ * fault in unlocked. st->lock held. */
+static void stage_link(struct fetch_stage *st, struct stage_piece *p, size_t size, size_t at,
+		       void **fault, size_t *nfault)
 {
 	struct stage_piece **l = fetch__stage_list(st, p->o, p->off >> STAGE_BUCKET_LOG2);
 	uint64_t len = p->end - p->off;
 
-	p->buf = fetch__stagebuf_take(&st->pool, size, fault, nfault);
+	p->buf = fetch__stagebuf_take(&st->pool, at, size, fault, nfault);
 	p->size = size;
 	p->seq = st->seq++;
 	if (len > st->span_max)
@@ -381,19 +384,23 @@ static void stage_link(struct fetch_stage *st, struct stage_piece *p, size_t siz
  * (stage_make_room, the pieces it unlinks freed unlocked): listed and in
  * flight with its run (stage_link), the region's chunks its run reaches
  * first faulted in (found by no read before its read starts: its bytes
- * are served only below the watermark). 0; -ENOSPC: no room (p freed). */
+ * are served only below the watermark). The region is mapped at the
+ * stage's first span (one mmap under the lock, once: nothing waits on it
+ * then; a mount that never stages maps nothing); not mapped is no room.
+ * 0; -ENOSPC: no room (p freed). */
 static int stage_place(struct fetch_stage *st, struct stage_piece *p, size_t size,
 		       uint32_t position)
 {
 	struct stage_piece *freed = NULL;
 	void *fault = NULL;
-	size_t nfault = 0;
+	size_t nfault = 0, at = 0;
 	int room;
 
 	disk_mutex_lock(&st->lock);
-	room = stage_make_room(st, size, p->plan, position, &freed);
+	room = fetch__stagebuf_map(&st->pool) == 0 &&
+	       stage_make_room(st, size, p->plan, position, &freed, &at);
 	if (room)
-		stage_link(st, p, size, &fault, &nfault);
+		stage_link(st, p, size, at, &fault, &nfault);
 	else
 		st->c.full++;
 	disk_mutex_unlock(&st->lock);
@@ -531,9 +538,16 @@ void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n)
 const void *fetch__stage_region(struct fetch *s, size_t *bytes)
 {
 	struct fetch_stage *st = atomic_load(&s->stage);
+	const void *base;
 
-	*bytes = st ? st->pool.pages * 4096u : 0;
-	return st ? st->pool.base : NULL;
+	*bytes = 0;
+	if (!st)
+		return NULL;
+	disk_mutex_lock(&st->lock);
+	base = st->pool.base; /* mapped at the first span */
+	*bytes = base ? st->pool.pages * 4096u : 0;
+	disk_mutex_unlock(&st->lock);
+	return base;
 }
 
 uint64_t fetch__stage_max(struct fetch *s)

@@ -1,8 +1,9 @@
 /*
  * fetch_stagebuf.c — the stage's buffers (fetch_i.h: fetch__stagebuf_*):
  * page runs of one region of --plan-memory's bytes (whole pages), mapped
- * once when the stage is made (disk_arena_region: 2 MiB-aligned,
- * MADV_HUGEPAGE, no page faulted in) and kept until it goes. A span's run
+ * once, at the stage's first span (disk_arena_region: 2 MiB-aligned,
+ * MADV_HUGEPAGE, no page faulted in; a mount that never stages a span maps
+ * nothing), and kept until the stage goes. A span's run
  * is taken and given back under the stage's lock with no system call: no
  * mapping, unmapping or resizing a span (the mremap of the pool of
  * mappings before it cost the planner thread 4.8 % of the daemon's
@@ -13,7 +14,9 @@
  * page count's top four bits kept (at most 1/8 more than the span, less
  * than a page below 8 pages): the stage's memory does not depend on
  * where runs lie. A run is the region's first free one of its pages
- * (first fit, a bit a page). The region's 2 MiB chunks are faulted in
+ * (first fit, a bit a page), found once: the room rule's scan
+ * (fetch__stagebuf_fit) names the run the span takes (fetch__stagebuf_take
+ * marks it, under the same hold of the stage's lock). The region's 2 MiB chunks are faulted in
  * the first time a run reaches them (fetch__stagebuf_take hands out the
  * range, the caller faults it in with the lock released before the
  * span's read starts: disk_arena_prefault, MADV_POPULATE_WRITE: one huge
@@ -82,13 +85,20 @@ int fetch__stagebuf_init(struct fetch_stage_pool *pl, uint64_t max)
 		return 0;
 	pl->used = calloc(words, sizeof(uint64_t));
 	pl->faulted = calloc((chunks + 63) / 64, sizeof(uint64_t));
-	pl->base = disk_arena_region(pages * PAGE);
-	if (!pl->used || !pl->faulted || !pl->base) {
+	if (!pl->used || !pl->faulted) {
 		fetch__stagebuf_fini(pl);
 		return -ENOMEM;
 	}
 	pl->free_bytes = (uint64_t)pages * PAGE;
 	return 0;
+}
+
+int fetch__stagebuf_map(struct fetch_stage_pool *pl)
+{
+	if (pl->base || pl->pages == 0)
+		return pl->base ? 0 : -ENOMEM;
+	pl->base = disk_arena_region(pl->pages * PAGE);
+	return pl->base ? 0 : -ENOMEM;
 }
 
 void fetch__stagebuf_fini(struct fetch_stage_pool *pl)
@@ -143,19 +153,22 @@ static void run_mark(struct fetch_stage_pool *pl, size_t i, size_t n, int used)
 	}
 }
 
-int fetch__stagebuf_fits(const struct fetch_stage_pool *pl, size_t size)
+size_t fetch__stagebuf_fit(const struct fetch_stage_pool *pl, size_t size)
 {
-	return size <= pl->free_bytes && run_find(pl, size / PAGE) < pl->pages;
+	if (!pl->base || size == 0 || size > pl->free_bytes)
+		return pl->pages;
+	return run_find(pl, size / PAGE);
 }
 
-void *fetch__stagebuf_take(struct fetch_stage_pool *pl, size_t size, void **fault, size_t *nfault)
+void *fetch__stagebuf_take(struct fetch_stage_pool *pl, size_t i, size_t size, void **fault,
+			   size_t *nfault)
 {
-	size_t n = size / PAGE, i = size <= pl->free_bytes ? run_find(pl, n) : pl->pages;
+	size_t n = size / PAGE;
 	size_t lo = SIZE_MAX, hi = 0;
 
 	*fault = NULL;
 	*nfault = 0;
-	if (n == 0 || i >= pl->pages)
+	if (n == 0 || i >= pl->pages || i + n > pl->pages)
 		return NULL;
 	run_mark(pl, i, n, 1);
 	pl->free_bytes -= size;

@@ -438,6 +438,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      SNAP(stage.dropped)},
     {"plan_stage_full", "spans that did not fit the stage's memory: fetched into the cache", C,
      SNAP(stage.full)},
+    {"plan_stage_nofit",
+     "spans of plan_stage_full whose bytes fit the stage's memory but no free run of its region "
+     "(its fragmentation)",
+     C, SNAP(stage.buf_nofit)},
     {"plan_stage_waits", "reads that waited for their bytes of a staged span to arrive", C,
      SNAP(stage.waits)},
     {"plan_stage_wait_ms", "time reads waited for their bytes of a staged span, summed",

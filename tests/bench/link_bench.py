@@ -1141,6 +1141,8 @@ class Epoch:
                 'plan_stage_spans', 'plan_stage_bytes', 'plan_stage_reads',
                 'plan_stage_fallbacks', 'plan_stage_failed', 'plan_stage_dropped',
                 'plan_stage_full', 'plan_stage_waits', 'plan_stage_wait_ms', 'cache_punches',
+                # of plan_stage_full, spans whose bytes fit but no free run of the region
+                'plan_stage_nofit',
                 # body bytes the store sent, into the cache or the stage's memory
                 'bytes_received')
 
@@ -1660,12 +1662,14 @@ def plan_rows(a, emu, loader):
         # it and those that waited for their bytes (plan_stage_wait_ms, issue 37 L8b)
         if r.c['plan_stage_spans'] > 0:
             note('%s plan: epoch %d: the stage: %d spans, %d bytes; %d reads from it, %d '
-                 'waited %d ms in all; fallbacks %d, failed %d, full %d, dropped %d '
-                 '(plan_stage_*)' % (what, i + 1, r.c['plan_stage_spans'],
-                                     r.c['plan_stage_bytes'], r.c['plan_stage_reads'],
-                                     r.c['plan_stage_waits'], r.c['plan_stage_wait_ms'],
-                                     r.c['plan_stage_fallbacks'], r.c['plan_stage_failed'],
-                                     r.c['plan_stage_full'], r.c['plan_stage_dropped']))
+                 'waited %d ms in all; fallbacks %d, failed %d, full %d (no free run %d), '
+                 'dropped %d (plan_stage_*)' % (
+                     what, i + 1, r.c['plan_stage_spans'], r.c['plan_stage_bytes'],
+                     r.c['plan_stage_reads'], r.c['plan_stage_waits'],
+                     r.c['plan_stage_wait_ms'], r.c['plan_stage_fallbacks'],
+                     r.c['plan_stage_failed'], r.c['plan_stage_full'],
+                     r.c['plan_stage_nofit'],
+                     r.c['plan_stage_dropped']))
         # fills that waited for another thread's eviction before they started (-1: a build
         # without the counters)
         note('%s plan: epoch %d: making room for fills %d ms, of it %d ms in %d waits for '

@@ -128,7 +128,7 @@ def delta(a, b, keys):
 KEYS = ('fills', 'bytes_fetched', 'evictions', 'cache_punches', 'cache_misses',
         'plan_stage_spans', 'plan_stage_bytes', 'plan_stage_reads', 'plan_stage_read_bytes',
         'plan_stage_fallbacks', 'plan_stage_failed', 'plan_stage_dropped', 'plan_stage_full',
-        'read_errors')
+        'plan_stage_nofit', 'read_errors')
 
 
 def group_epoch(env, ck):
@@ -178,7 +178,7 @@ def group_epoch(env, ck):
             ck.eq('bytes read from the stage: every sample and its header check',
                   d['plan_stage_read_bytes'], n * (SAMPLE + 512))
             for k in ('plan_stage_fallbacks', 'plan_stage_failed', 'plan_stage_dropped',
-                      'plan_stage_full', 'read_errors'):
+                      'plan_stage_full', 'plan_stage_nofit', 'read_errors'):
                 ck.eq(k, d[k], 0)
             ck.ok(2 * (SAMPLE + 512) <= st['plan_stage_peak_bytes'] <= 4 << 20,
                   'the peak (%d) holds the first batch (two samples) and stays within '
@@ -208,6 +208,8 @@ def group_small(env, ck):
             log('small: %s' % d)
             ck.eq('nothing staged', d['plan_stage_spans'], 0)
             ck.eq('every span counted as not fitting', d['plan_stage_full'], len(plan))
+            ck.eq('none for the region\'s fragmentation (each is over --plan-memory)',
+                  d['plan_stage_nofit'], 0)
             ck.eq('no read from the stage', d['plan_stage_reads'], 0)
             ck.ok(d['fills'] > 0, 'the spans went through the cache (%d fills)' % d['fills'])
             ck.eq('read_errors', d['read_errors'], 0)
