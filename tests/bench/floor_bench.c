@@ -26,11 +26,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_tool.h"
 #include "disk.h"
 
 #define NSLOTS	   64u
@@ -60,26 +59,12 @@ static char *bufs[NSLOTS];
 static int free_slots[NSLOTS];
 static unsigned nfree;
 static int pp[2];
-static struct sockaddr_in sa = {.sin_family = AF_INET};
+static struct sockaddr_in sa;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static double recv_cpu, reply_cpu, reader_cpu;
 static uint64_t reader_bytes;
 static uint32_t reader_crc;
-
-static void die(const char *what)
-{
-	perror(what);
-	exit(1);
-}
-
-static double thread_cpu(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* The answer's head, recv()ed into h with what of the body came with it, which goes to dst;
  * its Content-Length must be want. Returns the body bytes already in dst. */
@@ -92,7 +77,7 @@ static size_t read_head(int fd, size_t want, char *dst)
 		ssize_t r = recv(fd, h + n, sizeof(h) - 1 - n, 0);
 
 		if (r <= 0)
-			die("recv of a head");
+			bench_die("recv of a head");
 		n += (size_t)r;
 		h[n] = 0;
 		end = strstr(h, "\r\n\r\n");
@@ -118,14 +103,11 @@ static size_t read_head(int fd, size_t want, char *dst)
 
 static void *receiver(void *arg)
 {
-	int fd, one = 1;
-	double c0 = thread_cpu();
+	int fd;
+	double c0 = bench_thread_cpu();
 
 	(void)arg;
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
-	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("connect");
+	fd = bench_connect(&sa);
 	for (;;) {
 		char req[4608];
 		struct range *r;
@@ -148,12 +130,12 @@ static void *receiver(void *arg)
 		    "GET /%s HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=%llu-%llu\r\n\r\n",
 		    r->name, (unsigned long long)r->off, (unsigned long long)(r->off + r->len - 1));
 		if (n <= 0 || (size_t)n >= sizeof(req) || write(fd, req, (size_t)n) != n)
-			die("request");
+			bench_die("request");
 		for (size_t got = read_head(fd, r->len, bufs[slot]); got < r->len;) {
 			ssize_t k = recv(fd, bufs[slot] + got, r->len - got, 0);
 
 			if (k <= 0)
-				die("recv of a body");
+				bench_die("recv of a body");
 			got += (size_t)k;
 		}
 		pthread_mutex_lock(&lock);
@@ -163,14 +145,14 @@ static void *receiver(void *arg)
 	}
 	close(fd);
 	pthread_mutex_lock(&lock);
-	recv_cpu += thread_cpu() - c0;
+	recv_cpu += bench_thread_cpu() - c0;
 	pthread_mutex_unlock(&lock);
 	return NULL;
 }
 
 static void *reply(void *arg)
 {
-	double c0 = thread_cpu();
+	double c0 = bench_thread_cpu();
 
 	(void)arg;
 	for (size_t i = 0; i < nrg; i++) {
@@ -185,7 +167,7 @@ static void *reply(void *arg)
 			ssize_t w = write(pp[1], bufs[slot] + done, rg[i].len - done);
 
 			if (w <= 0)
-				die("write to the pipe");
+				bench_die("write to the pipe");
 			done += (size_t)w;
 		}
 		pthread_mutex_lock(&lock);
@@ -193,30 +175,28 @@ static void *reply(void *arg)
 		pthread_cond_broadcast(&cond);
 		pthread_mutex_unlock(&lock);
 	}
-	reply_cpu = thread_cpu() - c0;
+	reply_cpu = bench_thread_cpu() - c0;
 	close(pp[1]);
 	return NULL;
 }
 
 static void *reader(void *arg)
 {
-	char *b = aligned_alloc(4096, READ_BYTES);
-	double c0 = thread_cpu();
+	char *b = bench_alloc(READ_BYTES);
+	double c0 = bench_thread_cpu();
 
 	(void)arg;
-	if (!b)
-		die("aligned_alloc");
 	for (;;) {
 		ssize_t r = read(pp[0], b, READ_BYTES);
 
 		if (r < 0)
-			die("read of the pipe");
+			bench_die("read of the pipe");
 		if (r == 0)
 			break;
 		reader_bytes += (uint64_t)r;
 		reader_crc = disk_crc32c_update(reader_crc, b, (size_t)r);
 	}
-	reader_cpu = thread_cpu() - c0;
+	reader_cpu = bench_thread_cpu() - c0;
 	free(b);
 	return NULL;
 }
@@ -229,7 +209,7 @@ static void load_ranges(const char *path)
 	size_t cap = 0;
 
 	if (!f)
-		die(path);
+		bench_die(path);
 	while (fscanf(f, "%4095s %llu %llu", name, &off, &len) == 3) {
 		if (len == 0 || len > (1ull << 30)) {
 			fprintf(stderr, "floor_bench: %s: a length of 1 B to 1 GiB\n", name);
@@ -239,11 +219,11 @@ static void load_ranges(const char *path)
 			cap = cap ? 2 * cap : 1024;
 			rg = realloc(rg, cap * sizeof(*rg));
 			if (!rg)
-				die("realloc");
+				bench_die("realloc");
 		}
 		rg[nrg].name = strdup(name);
 		if (!rg[nrg].name)
-			die("strdup");
+			bench_die("strdup");
 		rg[nrg].off = off;
 		rg[nrg].len = (size_t)len;
 		rg[nrg].slot = -1;
@@ -275,21 +255,19 @@ int main(int argc, char **argv)
 		maxlen = rg[i].len > maxlen ? rg[i].len : maxlen;
 	}
 	for (unsigned i = 0; i < NSLOTS; i++) {
-		if (!(bufs[i] = aligned_alloc(4096, (maxlen + 4095) & ~(size_t)4095)))
-			die("aligned_alloc");
+		bufs[i] = bench_alloc(maxlen);
 		memset(bufs[i], 0, maxlen); /* faulted in before the figures: the stage's are */
 		free_slots[nfree++] = (int)i;
 	}
 	if (pipe(pp) < 0 || fcntl(pp[1], F_SETPIPE_SZ, PIPE_BYTES) < PIPE_BYTES)
-		die("pipe");
-	sa.sin_port = htons((uint16_t)atoi(argv[1]));
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		bench_die("pipe");
+	bench_addr(&sa, argv[1]);
 	if (pthread_create(&dt, NULL, reader, NULL) != 0 ||
 	    pthread_create(&wt, NULL, reply, NULL) != 0)
-		die("pthread_create");
+		bench_die("pthread_create");
 	for (int i = 0; i < conns; i++)
 		if (pthread_create(&rt[i], NULL, receiver, NULL) != 0)
-			die("pthread_create");
+			bench_die("pthread_create");
 	for (int i = 0; i < conns; i++)
 		pthread_join(rt[i], NULL);
 	pthread_join(wt, NULL);
@@ -302,7 +280,7 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/%s", argv[2], rg[i].name);
 		fd = open(path, O_RDONLY);
 		if (fd < 0 || pread(fd, bufs[0], rg[i].len, (off_t)rg[i].off) != (ssize_t)rg[i].len)
-			die(path);
+			bench_die(path);
 		close(fd);
 		crc_files = disk_crc32c_update(crc_files, bufs[0], rg[i].len);
 	}

@@ -26,11 +26,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_tool.h"
 #include "disk.h"
 
 #define BUF_BYTES  (128u << 10)
@@ -66,28 +65,12 @@ static pthread_cond_t q_cond = PTHREAD_COND_INITIALIZER;
 static uint32_t crc_written; /* the writer's: CRC32C of the file's bytes, in order */
 static double writer_cpu;
 
-static void die(const char *what)
-{
-	perror(what);
-	exit(1);
-}
-
-static double thread_cpu(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void *writer(void *arg)
 {
-	char *back = aligned_alloc(4096, BUF_BYTES);
-	double c0 = thread_cpu();
+	char *back = bench_alloc(BUF_BYTES);
+	double c0 = bench_thread_cpu();
 
 	(void)arg;
-	if (!back)
-		die("aligned_alloc");
 	for (;;) {
 		struct slot *s;
 
@@ -102,7 +85,7 @@ static void *writer(void *arg)
 		pthread_mutex_unlock(&q_lock);
 		if (!use_splice) {
 			if (pwrite(outfd, s->buf, s->len, (off_t)s->off) != (ssize_t)s->len)
-				die("pwrite");
+				bench_die("pwrite");
 			crc_written = disk_crc32c_update(crc_written, s->buf, s->len);
 		} else {
 			size_t done = 0;
@@ -113,14 +96,14 @@ static void *writer(void *arg)
 				    splice(s->pp[0], NULL, outfd, &o, s->len - done, SPLICE_F_MOVE);
 
 				if (w <= 0)
-					die("splice to the file");
+					bench_die("splice to the file");
 				done += (size_t)w;
 			}
 			if (map) { /* the page cache's pages mapped: no copy back */
 				crc_written = disk_crc32c_update(crc_written, map + s->off, s->len);
 			} else {
 				if (pread(outfd, back, s->len, (off_t)s->off) != (ssize_t)s->len)
-					die("pread");
+					bench_die("pread");
 				crc_written = disk_crc32c_update(crc_written, back, s->len);
 			}
 		}
@@ -129,7 +112,7 @@ static void *writer(void *arg)
 		pthread_cond_signal(&q_cond);
 		pthread_mutex_unlock(&q_lock);
 	}
-	writer_cpu = thread_cpu() - c0;
+	writer_cpu = bench_thread_cpu() - c0;
 	free(back);
 	return NULL;
 }
@@ -152,13 +135,13 @@ static int read_head(int fd)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct sockaddr_in sa;
 	uint64_t base = 0, total = 0;
 	unsigned nreq = 0;
 	double c0, reader_cpu;
 	uint32_t crc_file = 0;
 	pthread_t wt;
-	int fd, one = 1;
+	int fd;
 
 	if (argc < 6 || (strcmp(argv[3], "recv") != 0 && strcmp(argv[3], "splice") != 0 &&
 			 strcmp(argv[3], "splicemap") != 0)) {
@@ -167,24 +150,20 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	use_splice = strcmp(argv[3], "recv") != 0;
-	sa.sin_port = htons((uint16_t)atoi(argv[1]));
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
-	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("connect");
+	bench_addr(&sa, argv[1]);
+	fd = bench_connect(&sa);
 	outfd = open(argv[4], O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (outfd < 0)
-		die(argv[4]);
+		bench_die(argv[4]);
 	for (unsigned i = 0; i < NSLOTS; i++) {
 		if (use_splice) {
 			/* a pipe's slot holds a socket buffer's piece (a page or less),
 			 * not a page's worth of bytes: room for 256 of them */
 			if (pipe(slots[i].pp) < 0 ||
 			    fcntl(slots[i].pp[1], F_SETPIPE_SZ, (int)PIPE_BYTES) < (int)PIPE_BYTES)
-				die("pipe");
-		} else if (!(slots[i].buf = aligned_alloc(4096, BUF_BYTES))) {
-			die("aligned_alloc");
+				bench_die("pipe");
+		} else {
+			slots[i].buf = bench_alloc(BUF_BYTES);
 		}
 	}
 	for (int k = 5; k < argc; k++) {
@@ -193,28 +172,28 @@ int main(int argc, char **argv)
 
 		snprintf(path, sizeof(path), "%s/%s", argv[2], argv[k]);
 		if (stat(path, &st) < 0)
-			die(path);
+			bench_die(path);
 		total += (uint64_t)st.st_size;
 	}
 	if (ftruncate(outfd, (off_t)total) < 0)
-		die("ftruncate");
+		bench_die("ftruncate");
 	if (strcmp(argv[3], "splicemap") == 0) {
 		void *m = mmap(NULL, (size_t)total, PROT_READ, MAP_SHARED, outfd, 0);
 
 		if (m == MAP_FAILED)
-			die("mmap");
+			bench_die("mmap");
 		map = m;
 	}
 	if (pthread_create(&wt, NULL, writer, NULL) != 0)
-		die("pthread_create");
-	c0 = thread_cpu();
+		bench_die("pthread_create");
+	c0 = bench_thread_cpu();
 	for (int k = 5; k < argc; k++) {
 		char path[4096], req[512];
 		struct stat st;
 
 		snprintf(path, sizeof(path), "%s/%s", argv[2], argv[k]);
 		if (stat(path, &st) < 0)
-			die(path);
+			bench_die(path);
 		for (uint64_t off = 0; off < (uint64_t)st.st_size; off += REQ_BYTES) {
 			uint64_t end = off + REQ_BYTES < (uint64_t)st.st_size
 					   ? off + REQ_BYTES
@@ -226,7 +205,7 @@ int main(int argc, char **argv)
 				     argv[k], (unsigned long long)off, (unsigned long long)end - 1);
 
 			if (write(fd, req, (size_t)n) != n || read_head(fd) < 0)
-				die("request");
+				bench_die("request");
 			nreq++;
 			for (uint64_t at = off; at < end;) {
 				struct slot *s;
@@ -247,7 +226,8 @@ int main(int argc, char **argv)
 							       : recv(fd, s->buf + got, want, 0);
 
 					if (r <= 0)
-						die(use_splice ? "splice from the socket" : "recv");
+						bench_die(use_splice ? "splice from the socket"
+								     : "recv");
 					got += (size_t)r;
 				}
 				at += len;
@@ -259,7 +239,7 @@ int main(int argc, char **argv)
 		}
 		base += (uint64_t)st.st_size;
 	}
-	reader_cpu = thread_cpu() - c0;
+	reader_cpu = bench_thread_cpu() - c0;
 	pthread_mutex_lock(&q_lock);
 	q_end = 1;
 	pthread_cond_signal(&q_cond);
@@ -271,7 +251,7 @@ int main(int argc, char **argv)
 		ssize_t r = pread(outfd, b, sizeof(b), (off_t)at);
 
 		if (r <= 0)
-			die("pread");
+			bench_die("pread");
 		crc_file = disk_crc32c_update(crc_file, b, (size_t)r);
 		at += (uint64_t)r;
 	}
