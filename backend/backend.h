@@ -201,7 +201,9 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
 /* backend_stat of keys[0..n) at once: remote stores keep as many requests in
  * flight as a listing does (4 per connection), local ones stat one after
  * the other. info[i] (its key is keys[i]) and err[i] (0, or backend_stat's
- * errno: -ENOENT for a missing object) receive each answer. Returns 0, or a
+ * errno: -ENOENT for a missing object) receive each answer; when some
+ * failed otherwise, backend_last_error says why one of them did (its
+ * request and the store's or the transport's reason). Returns 0, or a
  * negative errno when the batch could not be asked (-ENOMEM); blocks until
  * every answer is in. */
 int backend_stat_many(struct backend *be, const char *const *keys, size_t n,

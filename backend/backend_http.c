@@ -355,6 +355,9 @@ static int batch_result(void *arg, size_t i, const struct backend_req *r, int er
 	sb->err[k] = err;
 	if (err == 0)
 		backend_io_head_info(&sb->info[k], sb->keys[k], r);
+	else if (err != -ENOENT && err != -EISDIR)
+		/* why, for backend_last_error (this thread runs on_result) */
+		backend__req_failed(sb->h->be, "HEAD", sb->keys[k], r, err);
 	return 0;
 }
 

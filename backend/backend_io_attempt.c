@@ -59,11 +59,18 @@ int backend__io_curl_errno(CURLcode c, int *retry)
 	case CURLE_OK:
 		*retry = 0;
 		return 0;
-	case CURLE_UNSUPPORTED_PROTOCOL:
 	case CURLE_URL_MALFORMAT:
 	case CURLE_BAD_FUNCTION_ARGUMENT:
 		*retry = 0;
 		return -EINVAL;
+	case CURLE_UNSUPPORTED_PROTOCOL:
+		/* the URL's scheme was checked when the store opened: this is
+		 * the answer's (a status line that is not HTTP/1.x, as when a
+		 * server sent more body than its Content-Length on a reused
+		 * connection), or a redirect's target: the server's fault, not
+		 * the source's (-EINVAL would say "not a valid source") */
+		*retry = 0;
+		return -EIO;
 	case CURLE_PEER_FAILED_VERIFICATION:
 	case CURLE_SSL_CACERT_BADFILE:
 	case CURLE_SSL_CERTPROBLEM:
@@ -113,6 +120,11 @@ void backend__io_curl_describe(CURLcode c, const char *url, const char *errbuf,
 	case CURLE_COULDNT_CONNECT:
 	case CURLE_OPERATION_TIMEDOUT:
 		snprintf(r->error, sizeof(r->error), "%s", detail);
+		break;
+	case CURLE_UNSUPPORTED_PROTOCOL: /* the answer's status line, or a redirect's scheme */
+	case CURLE_WEIRD_SERVER_REPLY:
+		snprintf(r->error, sizeof(r->error), "not an HTTP answer from %.100s: %.180s", host,
+			 detail);
 		break;
 	default:
 		snprintf(r->error, sizeof(r->error), "%s", curl_easy_strerror(c));

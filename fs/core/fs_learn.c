@@ -226,9 +226,16 @@ static void learn_batch(struct fs *fs, const uint32_t *objs, size_t n)
 		       unlogged, fs_plural(unlogged, "name", "names"),
 		       unlogged == 1 ? "" : "the first: ", first_unlogged,
 		       (unsigned long long)atomic_load(&fs->c.brace_missing));
-	if (failed)
-		fs_log(FS_LOG_WARN, "%zu of %zu %s sizes not learned: %s (asked again when needed)",
-		       failed, n, fs_plural(n, "object's", "objects'"), strerror(-first));
+	if (failed) {
+		/* the store's reason (a redirect loop, a refusal, an answer that
+		 * is not HTTP), not only the errno: a user cannot act on EIO */
+		const char *why = backend_last_error(fs->be);
+
+		fs_log(FS_LOG_WARN,
+		       "%zu of %zu %s sizes not learned: %s%s%s (asked again when needed)", failed,
+		       n, fs_plural(n, "object's", "objects'"), strerror(-first),
+		       why && *why ? ": " : "", why ? why : "");
+	}
 out:
 	free(keys);
 	free(info);

@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+"""Remote tests: a hostile newcomer's pass (round 8), servers that lie, each finding replayed.
+
+usage: test_hostile8_liar.py SHARDFS GROUP
+GROUP:
+  liar    a Python stdlib server on 127.0.0.1 (a free port), one shard per lie, mounted as the
+          brace pattern http://.../d/{good,gzip,long,etag,loop}.tar: good.tar answers as it
+          should; gzip.tar's ranged answers carry Content-Encoding: gzip (the range's bytes
+          gzipped); long.tar's say a Content-Length 100 bytes past their Content-Range and
+          close; etag.tar's ETag changes with every request; loop.tar redirects to
+          loop2.tar, which redirects back, for ever. good.tar and its members read exactly;
+          gzip.tar and long.tar give EIO, etag.tar ESTALE, loop.tar's stat EIO; the log names
+          each cause (the encoding, the lengths, the ETags, the redirect loop). Then a server
+          whose every answer is not HTTP at all (a line of text, no status line): the mount
+          fails, exit 1, saying the answer is not HTTP and naming the host, not "not a valid
+          source (see 'shardfs --help')". Before the mend the loop's only line was "1 of 5
+          objects' sizes not learned: Input/output error" (the log never said redirect), and
+          the text server's mount said "not a valid source ... Unsupported protocol".
+
+Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import errno  # noqa: E402
+import gzip  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
+
+log = ml.log
+LIARS = ['good', 'gzip', 'long', 'etag', 'loop']
+
+
+class Liar:
+    """ThreadingHTTPServer on 127.0.0.1: /d/NAME.tar for NAME in LIARS (objects[NAME] its
+    bytes), each lying as its name says; /x/ answers with text that is not HTTP."""
+
+    def __init__(self, objects):
+        self.objects = objects
+        self.requests = 0
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = 'HTTP/1.1'
+
+            def log_message(self, *a):
+                pass
+
+            def setup(self):
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def do_HEAD(self):
+                self.serve(True)
+
+            def do_GET(self):
+                self.serve(False)
+
+            def reply(self, code, headers, body=b''):
+                self.send_response(code)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.end_headers()
+                if body:
+                    self.wfile.write(body)
+
+            def serve(self, head):
+                outer.requests += 1
+                n = outer.requests
+                path = self.path.split('?')[0]
+                if path.startswith('/x/'):
+                    # no status line: a line of text, then the connection closes
+                    self.close_connection = True
+                    self.wfile.write(b'hello, this is not a web server\r\n')
+                    return
+                m = re.match(r'/d/(\w+)\.tar$', path)
+                name = m.group(1) if m else ''
+                if name in ('loop', 'loop2'):
+                    other = '/d/loop2.tar' if name == 'loop' else '/d/loop.tar'
+                    return self.reply(302, [('Location', other), ('Content-Length', '0')])
+                if name not in outer.objects:
+                    return self.reply(404, [('Content-Length', '0')])
+                data = outer.objects[name]
+                etag = '"e%d"' % n if name == 'etag' else '"e1"'
+                if head:
+                    return self.reply(200, [('Content-Length', str(len(data))), ('ETag', etag),
+                                            ('Last-Modified', 'Tue, 14 Nov 2023 22:13:20 GMT')])
+                r = re.match(r'bytes=(\d+)-(\d*)$', self.headers.get('Range') or '')
+                a = int(r.group(1)) if r else 0
+                b = int(r.group(2)) if r and r.group(2) else len(data) - 1
+                b = min(b, len(data) - 1)
+                body = data[a:b + 1]
+                hdr = [('Content-Range', 'bytes %d-%d/%d' % (a, b, len(data))), ('ETag', etag)]
+                if name == 'gzip':
+                    body = gzip.compress(body, mtime=0)
+                    hdr.append(('Content-Encoding', 'gzip'))
+                if name == 'long':
+                    self.close_connection = True
+                    hdr += [('Content-Length', str(len(body) + 100)), ('Connection', 'close')]
+                else:
+                    hdr.append(('Content-Length', str(len(body))))
+                self.reply(206, hdr, body)
+
+        self.srv = ThreadingHTTPServer(('127.0.0.1', web.free_port()), H)
+        self.srv.daemon_threads = True
+        self.port = self.srv.server_address[1]
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path):
+        return 'http://127.0.0.1:%d/%s' % (self.port, path)
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def outcome(path):
+    try:
+        with open(path, 'rb') as f:
+            return ('ok', f.read())
+    except OSError as e:
+        return ('err', e.errno)
+
+
+def stat_errno(path):
+    try:
+        os.stat(path)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
+def group_liar(env, ck):
+    rng = env.rng
+    members = {n: [('m%d.bin' % i, bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 5000))))
+                   for i in range(3)] for n in LIARS}
+    objects = {n: ml.tar_bytes(members[n], 'gnu') for n in LIARS if n != 'loop'}
+    srv = Liar(objects)
+    try:
+        source = srv.url('d/{%s}.tar' % ','.join(LIARS))
+        with ml.Mount(env, source, cache_dir=env.path('cache')) as m:
+            ck.eq('good.tar', outcome(os.path.join(m.mnt, 'good.tar')), ('ok', objects['good']))
+            for name, data in members['good']:
+                ck.eq('good/%s' % name, outcome(os.path.join(m.mnt, 'good', name)), ('ok', data))
+            ck.eq('gzip.tar', outcome(os.path.join(m.mnt, 'gzip.tar')), ('err', errno.EIO))
+            ck.eq('long.tar', outcome(os.path.join(m.mnt, 'long.tar')), ('err', errno.EIO))
+            ck.eq('etag.tar', outcome(os.path.join(m.mnt, 'etag.tar')), ('err', errno.ESTALE))
+            ck.eq('loop.tar stat', stat_errno(os.path.join(m.mnt, 'loop.tar')), errno.EIO)
+        text = ml.logs_under(env.path('cache'))
+        host = '127.0.0.1:%d' % srv.port
+        want = [
+            ('gzip', 'gzip.tar: HTTP 206: Content-Encoding: gzip: not the object\'s bytes as '
+             'stored'),
+            ('long', 'long.tar: HTTP 206: Content-Length %d is longer than its Content-Range'
+             % (len(objects['long']) + 100)),
+            ('etag', 'etag.tar: HTTP 206: ETag "e'),
+            ('loop', 'sizes not learned: Input/output error: HEAD http://%s/d/loop.tar: HTTP 302: '
+             'more than 5 redirects in a row (a loop?), the last to http://%s/d/loop'
+             % (host, host)),
+        ]
+        for label, line in want:
+            ck.ok(line in text, 'log: the %s cause %r not in the log' % (label, line))
+        log('liar: %d requests served' % srv.requests)
+
+        # a server that does not speak HTTP: the mount fails and says so
+        mnt = env.path('mnt-text')
+        os.makedirs(mnt)
+        r = env.run([env.shardfs, 'mount', '--cache-dir', env.path('cache-text'),
+                     srv.url('x/s-{0..1}.tar'), mnt], timeout=120)
+        err = r.stderr.decode(errors='replace')
+        log('text server: rc=%r: %s' % (r.returncode, err.strip()))
+        ck.eq('text server: mount exit', r.returncode, 1)
+        ck.ok('not a valid source' not in err, 'text server: "not a valid source" in %r' % err)
+        # curl's own words follow (7.88: "Received HTTP/0.9 when not allowed")
+        ck.ok(re.search(r'GET http://%s/x/s-0\.tar: not an HTTP answer from 127\.0\.0\.1: \S'
+                        % re.escape(host), err),
+              'text server: no "not an HTTP answer" in %r' % err)
+        ck.ok(not ml.is_mounted(mnt), 'text server: mounted')
+    finally:
+        srv.close()
+
+
+GROUPS = {'liar': (group_liar, 240)}
+
+if __name__ == '__main__':
+    ml.run_groups(GROUPS, __doc__, prefix='remote-hostile8-')
