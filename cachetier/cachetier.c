@@ -455,6 +455,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->direct_bytes = atomic_load(&ct->wr.dio.bytes);
 	st->direct_fallbacks = atomic_load(&ct->wr.dio.fallbacks);
 	st->fill_bufs_queued = atomic_load(&ct->wr.wq_bufs);
+	st->fill_pool_maps = atomic_load(&ct->wr.buf_chunks);
 	st->fill_writer_locks = atomic_load(&ct->wr.wlock_takes);
 	st->fill_writer_busy = atomic_load(&ct->wr.wlock_busy);
 	st->fill_worker_busy = atomic_load(&ct->wk_busy);

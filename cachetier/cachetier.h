@@ -192,6 +192,8 @@ struct cachetier_stats {
 				      * (tmpfs): 1, and every fill is buffered since */
 	uint64_t fill_bufs_queued;   /* buffers of fills' bytes waiting for the fill writer
 				      * (now) */
+	uint64_t fill_pool_maps;     /* 2 MiB mappings of the fill sinks' buffer pool made,
+				      * all told (each fresh memory the kernel zeroes) */
 	uint64_t fill_writer_locks;  /* the fill writer's takes of the tier's lock (as of its
 				      * last batch; one a batch that holds a run's end) */
 	uint64_t fill_writer_busy;   /* ... those that found it held (in tier_lock_waits) */

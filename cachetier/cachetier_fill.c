@@ -152,6 +152,13 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 		return -EIO;
 	if (s->slot->fill->async && sink_full(ct, FILL_WQ_MAX))
 		return BACKEND_SINK_FULL;
+	/* a prefetch's piece that needs a fresh buffer, only while the pool
+	 * has fewer than FILL_BUFS_MAX out: else a pause, none of it taken (a
+	 * piece of more than a buffer may take more than one then: the bound
+	 * is passed by at most that) */
+	if (s->slot->pf && s->slot->fill->async &&
+	    (!s->cur || len > FILL_BUF_BYTES - s->cur->used) && !cachetier__buf_room(ct))
+		return BACKEND_SINK_FULL;
 	if (!s->wrote)
 		s->first_ns = cachetier__mono_ns();
 	s->wrote = 1;
@@ -200,6 +207,8 @@ static void *fill_sink_mem(void *arg, uint64_t off, size_t *len)
 	     atomic_load_explicit(&ct->wr.wq_bufs, memory_order_relaxed) >= FILL_WQ_MAX))
 		return NULL;
 	if (!s->cur) {
+		if (s->slot->pf && s->slot->fill->async && !cachetier__buf_room(ct))
+			return NULL; /* the piece is refused (fill_sink_write) */
 		s->cur = cachetier__buf_get(ct);
 		if (!s->cur)
 			return NULL;

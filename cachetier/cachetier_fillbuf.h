@@ -46,6 +46,17 @@ struct ct_wjob;
  * prefetch paused 481-710 times (6 runs), 286-520 at a quarter, each pause
  * a refused piece copied out and back (tests/bench/README.md, L4). */
 #define FILL_WQ_RESUME (FILL_WQ_MAX / 4u)
+/* Most sink buffers out of the pool (gathered by sinks, queued for the
+ * writer or being written) before a prefetch fill (no reader waits on it)
+ * that needs a fresh buffer pauses instead (the same pause and wake-up as
+ * FILL_WQ_MAX's). The pool's memory is fresh to this process, zeroed by the
+ * kernel at its first touch, and on the bench machine's VM a fresh 2 MiB
+ * chunk costs some 8 ms of CPU (tests/bench/README.md, "L4: the fill
+ * pool's fresh memory"): without it a prefetch's 33 fills in flight, each
+ * holding a buffer, plus FILL_WQ_MAX queued took 7-8 chunks; with it 4
+ * (15 buffers a chunk: cachetier_write.c). A reader's fill is never held
+ * by it. */
+#define FILL_BUFS_MAX 60u
 
 /* A buffer of a fill's bytes on its way from the sink to the writer; or,
  * with end set, the end of a run (the slot's own message, no data). */
@@ -124,6 +135,20 @@ struct ct_fill {
 	struct fill_buf *wend;
 	uint64_t wfrom;
 };
+
+/* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or from a new
+ * chunk of them (cachetier_write.c); NULL when out of memory. buf_put gives
+ * it back (the writer, or a failed run's sink; NULL is fine); buf_pool_init
+ * makes the empty pool (the arena of disk_arena.h), buf_pool_free frees it
+ * at stop. buf_room: may a prefetch fill's sink take a fresh buffer (fewer
+ * than FILL_BUFS_MAX out)? 0: no, and the writer's next wake-up of paused
+ * sinks covers the caller's pause (the store's I/O thread, no lock). */
+struct cachetier;
+void cachetier__buf_pool_init(struct cachetier *ct);
+struct fill_buf *cachetier__buf_get(struct cachetier *ct);
+void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b);
+int cachetier__buf_room(struct cachetier *ct);
+void cachetier__buf_pool_free(struct cachetier *ct);
 
 /* The error a withdrawn prefetch fill stops with (pf_yield). */
 #define FILL_WITHDRAWN (-ECANCELED)

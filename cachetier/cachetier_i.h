@@ -198,6 +198,8 @@ struct ct_writer {
 	atomic_uint wq_bufs;	       /* fills' buffers of bytes pushed, not yet written: at
 					* FILL_WQ_MAX the sinks pause their transfers */
 	atomic_int wq_wake;	   /* a sink paused: the writer calls backend_sink_ready at half */
+	atomic_uint bufs_out;	   /* sink buffers out of the pool (FILL_BUFS_MAX) */
+	atomic_ullong buf_chunks;  /* the pool's chunks mapped, all told (fill_pool_maps) */
 	atomic_int whold;	   /* tests: the writer takes nothing (cachetier_write_hold) */
 	atomic_ullong fill_writes; /* the writer's pwrite(v) calls of fills' bytes */
 	/* ... its passes making units readable (under their object's lock) */
@@ -655,14 +657,6 @@ void cachetier__wq_push2(struct cachetier *ct, struct fill_buf *a, struct fill_b
 /* a and b (each if not NULL), then c, in one push */
 void cachetier__wq_push3(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b,
 			 struct fill_buf *c);
-/* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or from a new
- * chunk of them (cachetier_write.c); NULL when out of memory. buf_put gives it back (the writer, or
- * a failed run's sink; NULL is fine); buf_pool_init makes the empty pool
- * (the arena of disk_arena.h), buf_pool_free frees it at stop. */
-void cachetier__buf_pool_init(struct cachetier *ct);
-struct fill_buf *cachetier__buf_get(struct cachetier *ct);
-void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b);
-void cachetier__buf_pool_free(struct cachetier *ct);
 void cachetier__fill_next(struct ct_slot *slot);
 /* The fill writer, ct->lock held: fill_skip gives the units from i on that
  * the slot does not fetch their outcome (cachetier__fill_next's scan) and

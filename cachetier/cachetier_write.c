@@ -102,6 +102,8 @@ _Static_assert(offsetof(struct fill_buf, data) <= BUF_HEAD &&
  * (and all of them at stop). */
 #define BCHUNK_BUFS ((DISK_ARENA_CHUNK - CT_DIO_ALIGN) / BUF_STRIDE)
 _Static_assert(BCHUNK_BUFS >= 8, "a chunk holds several sink buffers");
+_Static_assert(FILL_BUFS_MAX % BCHUNK_BUFS == 0 && FILL_BUFS_MAX <= FILL_POOL_MAX,
+	       "the prefetch fills' most sink buffers fill whole chunks, all kept");
 
 /* Under ASan the arena poisons a pooled buffer; each buffer's block before
  * its header (past the previous buffer's end) is poisoned here while it
@@ -132,10 +134,13 @@ struct fill_buf *cachetier__buf_get(struct cachetier *ct)
 		void *ch = disk_arena_chunk_map();
 
 		blk = ch ? disk_arena_add(&ct->wr.bpool, ch) : NULL;
+		if (blk)
+			atomic_fetch_add_explicit(&ct->wr.buf_chunks, 1, memory_order_relaxed);
 	}
 	disk_mutex_unlock(&ct->wr.bpool_lock);
 	if (!blk)
 		return NULL;
+	atomic_fetch_add(&ct->wr.bufs_out, 1);
 	BUF_POISON(blk, BUF_LEAD);
 	return (struct fill_buf *)(blk + BUF_LEAD);
 }
@@ -150,6 +155,22 @@ void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
 	gone = disk_arena_give(&ct->wr.bpool, b->data - BUF_HEAD);
 	disk_mutex_unlock(&ct->wr.bpool_lock);
 	disk_arena_chunk_unmap(gone);
+	atomic_fetch_sub(&ct->wr.bufs_out, 1);
+}
+
+/* The same handshake as the sinks' FILL_WQ_MAX (cachetier_fill.c,
+ * sink_full): the flag is set before the count is read again, and the
+ * writer reads it after each buffer's put (buf_done), so a pause here
+ * always has its wake-up: the writer's, once it is down to FILL_WQ_RESUME
+ * queued (the buffers out then are those and the ones sinks hold, each
+ * of which a running transfer fills and pushes), or the store's 1 s
+ * bound on a pause. */
+int cachetier__buf_room(struct cachetier *ct)
+{
+	if (atomic_load_explicit(&ct->wr.bufs_out, memory_order_relaxed) < FILL_BUFS_MAX)
+		return 1;
+	atomic_store(&ct->wr.wq_wake, 1);
+	return atomic_load(&ct->wr.bufs_out) < FILL_BUFS_MAX;
 }
 
 void cachetier__buf_pool_free(struct cachetier *ct)

@@ -12,7 +12,8 @@ BIN: shardfs binaries (release builds; compare.sh makes build-bench-REV/shardfs)
 prefetch: the daemon's CPU per GB filled from its threads' schedstat run time (exact, not 10 ms
 ticks), by thread name (shardfs-io, the store's I/O loop; shardfs-write, the fill writer;
 shardfs, the main and FUSE threads), its context switches and minor page faults per GB, the
-fill transfers paused (store_pauses), the wall time and the load average (1 min). --curl adds
+fill transfers paused (store_pauses), the fill buffers' pool's 2 MiB mappings (fresh memory:
+cache_fill_pool_maps, '-' for a build without it), the wall time and the load average (1 min). --curl adds
 a side: curl of each shard to a file, 8 at a time, its CPU (rusage) per GB written (L4's
 ratio). --perf DIR: `perf record -g -F 4999` of the daemon over each prefetch, into
 DIR/NAME-rROUND.data (perf starts 1.5 s before; its cost is in the figures: compare profiles,
@@ -80,6 +81,7 @@ def one_prefetch(a, a0, emu, name, r):
         c1, w1, f1 = thread_cpu_ns(m.pid), lb.thread_switches(m.pid), lb.proc_minflt(m.pid)
         fetched = int(m.stat('bytes_fetched'))
         pauses = m.stat_or('store_pauses', '-')
+        maps = m.stat_or('cache_fill_pool_maps', '-')
     finally:
         m.umount()
     if fetched != a.total:
@@ -88,7 +90,7 @@ def one_prefetch(a, a0, emu, name, r):
     per = {k: (c1[k] - c0.get(k, 0)) / 1e9 / gb for k in c1}
     sw = sum(sum(w1[k]) - sum(w0.get(k, [0, 0])) for k in w1) / gb
     return dict(cpu=sum(per.values()), per=per, sw=sw, flt=(f1 - f0) / gb, secs=secs,
-                pauses=pauses, load=os.getloadavg()[0])
+                pauses=pauses, maps=maps, load=os.getloadavg()[0])
 
 
 def one_curl(a, emu):
@@ -98,7 +100,7 @@ def one_curl(a, emu):
     jobs = [['curl', '-s', '--fail', '-o', os.path.join(dl, nm), emu.url(nm)] for nm in a.names]
     secs, cpu = lb.curl_pool(jobs, len(jobs))
     shutil.rmtree(dl)
-    return dict(cpu=cpu / (a.total / 1e9), per={}, sw=0, flt=0, secs=secs, pauses='-',
+    return dict(cpu=cpu / (a.total / 1e9), per={}, sw=0, flt=0, secs=secs, pauses='-', maps='-',
                 load=os.getloadavg()[0])
 
 
@@ -150,9 +152,9 @@ def main():
                     x = one_prefetch(a, a0, emu, name, r)
                 res[name].append(x)
                 print('r%d %-10s %.3f CPU-s/GB %.2f s, switches/GB %.0f, faults/GB %.0f, '
-                      'pauses %s, load %.1f  %s' % (
+                      'pauses %s, pool maps %s, load %.1f  %s' % (
                           r, name, x['cpu'], x['secs'], x['sw'], x['flt'], x['pauses'],
-                          x['load'], ' '.join('%s=%.3f' % (k, v) for k, v in
+                          x['maps'], x['load'], ' '.join('%s=%.3f' % (k, v) for k, v in
                                               sorted(x['per'].items()) if v >= 0.001)),
                       flush=True)
     finally:

@@ -18,6 +18,13 @@
  * and one more takes a new chunk (14 left in the pool). At the end the
  * pool is freed: 0 in it.
  *
+ * The pool's count of buffers out and of chunks mapped (cache_fill_pool_maps):
+ * 6 mapped and 90 out after the first 90; no room for a prefetch fill's
+ * fresh buffer then (cachetier__buf_room, FILL_BUFS_MAX 60), the writer's
+ * wake-up asked; 0 out and room once all are back; taken again, room after
+ * each of the first 59 takes, none from the 60th on (75 takes); one back
+ * at 75 out: still none; 7 chunks mapped after the new one.
+ *
  * On the malloc'd pool before the chunks (64 kept at most, the rest
  * freed), 4 of these 8 checks fail: 90 buffers in 7 regions of 2 MiB, THP
  * eligibility 0, 64 kept, 0 left after one more; 3,061 minor faults to
@@ -102,7 +109,7 @@ int main(void)
 	struct cachetier *ct = calloc(1, sizeof(*ct));
 	struct fill_buf *b[NBUF + 1];
 	uintptr_t ch[NBUF], kept[NBUF];
-	int misaligned = 0, wrong = 0, outside = 0, elig, nkept;
+	int misaligned = 0, wrong = 0, outside = 0, wrong_room = 0, elig, nkept;
 	long f0;
 
 	if (!ct)
@@ -119,6 +126,13 @@ int main(void)
 		memset(b[i]->data, i + 1, FILL_BUF_BYTES);
 	}
 	printf("fillpool: %d buffers touched, %ld minor faults\n", NBUF, minflt() - f0);
+	CHECK(ct->wr.buf_chunks == NCHUNKS && ct->wr.bufs_out == NBUF,
+	      "%llu chunks mapped and %u buffers out after %d taken, not %d and %d",
+	      (unsigned long long)ct->wr.buf_chunks, ct->wr.bufs_out, NBUF, NCHUNKS, NBUF);
+	CHECK(!cachetier__buf_room(ct) && ct->wr.wq_wake == 1,
+	      "%d out: room for a prefetch's buffer %d, the writer's wake-up asked %d (not 0, 1)",
+	      NBUF, cachetier__buf_room(ct), ct->wr.wq_wake);
+	ct->wr.wq_wake = 0;
 	for (int i = 0; i < NBUF; i++) {
 		wrong += b[i]->off != (uint64_t)i;
 		for (size_t k = 0; k < FILL_BUF_BYTES; k += 512)
@@ -140,6 +154,12 @@ int main(void)
 	      "%u buffers kept after %d given back, not %d (the last chunk released)",
 	      ct->wr.bpool.nfree, NBUF, NBUF - 15);
 
+	CHECK(ct->wr.bufs_out == 0 && cachetier__buf_room(ct) && ct->wr.wq_wake == 0,
+	      "all back: %u out, room %d, wake-up asked %d (not 0, 1, 0)", ct->wr.bufs_out,
+	      cachetier__buf_room(ct), ct->wr.wq_wake);
+
+	/* taken again: room for a prefetch's fresh buffer while fewer than
+	 * FILL_BUFS_MAX are out, none from the FILL_BUFS_MAX-th on */
 	nkept = chunks(b, NBUF - 15, kept, NBUF);
 	for (int i = 0; i < NBUF - 15; i++) {
 		int j = 0;
@@ -147,6 +167,7 @@ int main(void)
 		b[i] = cachetier__buf_get(ct);
 		if (!b[i])
 			return 1;
+		wrong_room += cachetier__buf_room(ct) != (i + 1 < (int)FILL_BUFS_MAX);
 		while (j < nkept && kept[j] != chunk_of(b[i]))
 			j++;
 		outside += j == nkept;
@@ -154,10 +175,20 @@ int main(void)
 	CHECK(outside == 0 && ct->wr.bpool.nfree == 0,
 	      "%d of %d buffers taken again outside the %d chunks kept, %u left in the pool",
 	      outside, NBUF - 15, nkept, ct->wr.bpool.nfree);
+	CHECK(wrong_room == 0,
+	      "%d of %d takes said room for a prefetch's buffer wrongly (room below %u out)",
+	      wrong_room, NBUF - 15, FILL_BUFS_MAX);
+	cachetier__buf_put(ct, b[0]);
+	CHECK(cachetier__buf_room(ct) == ((NBUF - 16) < (int)FILL_BUFS_MAX),
+	      "one back, %d out: room %d", NBUF - 16, cachetier__buf_room(ct));
+	b[0] = cachetier__buf_get(ct);
+	if (!b[0])
+		return 1;
 	b[NBUF - 15] = cachetier__buf_get(ct);
-	CHECK(b[NBUF - 15] && ct->wr.bpool.nfree == 14,
-	      "one more buffer from an empty pool left %u in it, not 14 (a new chunk)",
-	      ct->wr.bpool.nfree);
+	CHECK(b[NBUF - 15] && ct->wr.bpool.nfree == 14 && ct->wr.buf_chunks == NCHUNKS + 1,
+	      "one more buffer from an empty pool left %u in it and %llu chunks mapped, not 14 and "
+	      "%d (a new chunk)",
+	      ct->wr.bpool.nfree, (unsigned long long)ct->wr.buf_chunks, NCHUNKS + 1);
 	for (int i = 0; i <= NBUF - 15; i++)
 		cachetier__buf_put(ct, b[i]);
 	cachetier__buf_pool_free(ct);

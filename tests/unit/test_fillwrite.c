@@ -46,6 +46,12 @@
  * exactly 2 wake-ups in all, both reads exact. A tier-wide broadcast (the
  * writer waking every waiting reader) sends 3 or more.
  *
+ * test_cap: one prefetch fill of 97 buffers (12 MiB in pieces of 64 KiB,
+ * a chunk of 16 MiB) with the writer held: its sink pauses (asks for
+ * the writer's wake-up) with exactly FILL_BUFS_MAX (60) buffers queued
+ * and 60 out of the pool, not FILL_WQ_MAX's 64; let go, the fill ends
+ * exact in 4 chunks of the pool (cache_fill_pool_maps), not 5.
+ *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
  * (a failed check, never a sleep that decides a count).
  */
@@ -61,6 +67,7 @@
 
 #include "backend.h"
 #include "cachetier.h"
+#include "cachetier_i.h"
 #include "check.h"
 #include "test_util.h"
 
@@ -388,6 +395,63 @@ static void test_wakes(void)
 	tier_end(ct, be, NULL);
 }
 
+/* test_cap: a prefetch fill takes a fresh sink buffer only while fewer
+ * than FILL_BUFS_MAX (60) are out of the pool. */
+#define CAP_BYTES (12u * 1024u * 1024u + 5u) /* 97 buffers, one fill */
+
+static void test_cap(void)
+{
+	static const char key[] = "cap.tar";
+	uint64_t s = 91;
+	unsigned char *d = src_object(tmpdir, key, CAP_BYTES, &s);
+	struct cachetier_config cc;
+	struct backend *be = store("async=1&piece=65536");
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	struct cachetier_stats st;
+	char dir[600];
+	unsigned char *buf = malloc(CAP_BYTES);
+	int asked = 0;
+
+	snprintf(dir, sizeof(dir), "%s/cap", tmpdir);
+	tier_config(&cc, dir, 1ull << 30, 2, 16u * 1024u * 1024u); /* the object: one chunk */
+	cc.readahead_max_bytes = 16u * 1024u * 1024u;
+	cc.small_fills = 1;
+	ct = tier_open(&cc, be);
+	o = obj_open(ct, be, key);
+	cachetier_write_hold(ct, 1);
+	CHECK(cachetier_obj_prefetch_range(o, 0, CAP_BYTES, CACHETIER_PF_FIT) == 0, "%s",
+	      "cap: range");
+	/* the sink's first refused piece asks for the writer's wake-up: a poll
+	 * of that flag, at most 60 s */
+	for (int i = 0; i < 60000 && !(asked = atomic_load(&ct->wr.wq_wake)); i++)
+		usleep(1000);
+	printf("cap: the writer held, a fill of 97 buffers paused with %u queued, %u out of the "
+	       "pool, in %llu chunks\n",
+	       atomic_load(&ct->wr.wq_bufs), atomic_load(&ct->wr.bufs_out),
+	       (unsigned long long)atomic_load(&ct->wr.buf_chunks));
+	CHECK(asked && atomic_load(&ct->wr.wq_bufs) == FILL_BUFS_MAX &&
+		  atomic_load(&ct->wr.bufs_out) == FILL_BUFS_MAX,
+	      "cap: paused %d with %u buffers queued and %u out, want 1, %u and %u (FILL_WQ_MAX "
+	      "alone: 64 and 64)",
+	      asked, atomic_load(&ct->wr.wq_bufs), atomic_load(&ct->wr.bufs_out), FILL_BUFS_MAX,
+	      FILL_BUFS_MAX);
+	cachetier_write_hold(ct, 0);
+	count_reach(ct, TC_FILLS_INFLIGHT, 0, "cap: the fill ended after the hold");
+	stats(ct, &st);
+	CHECK(st.fills == 1 && st.fill_errors == 0 && st.fill_pool_maps == 4,
+	      "cap: %llu fills, %llu errors, %llu chunks of 2 MiB mapped, want 1, 0, 4 (60 "
+	      "buffers, 15 a chunk)",
+	      (unsigned long long)st.fills, (unsigned long long)st.fill_errors,
+	      (unsigned long long)st.fill_pool_maps);
+	CHECK(buf && cachetier_obj_pread(o, buf, CAP_BYTES, 0) == CAP_BYTES &&
+		  memcmp(buf, d, CAP_BYTES) == 0,
+	      "%s", "cap: the 12 MiB exact");
+	tier_end(ct, be, o, NULL);
+	free(buf);
+	free(d);
+}
+
 int main(void)
 {
 	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "fwr", 20261129u); /* fixed in CI */
@@ -404,6 +468,7 @@ int main(void)
 	test_long();
 	test_kept();
 	test_wakes();
+	test_cap();
 
 	for (int i = 0; i < NOBJ; i++)
 		free(data[i]);
