@@ -30,6 +30,51 @@
 
 #include "backend_i.h"
 
+/* The warnings of a listing about the tree (local_walk): each is said at
+ * the first listing that meets it, or when its errno changes, not again at
+ * each refresh while the same directory stays unreadable (a source with a
+ * 0700 directory of another user's logged the line at every refresh); one
+ * said before and not met readable by this listing is said to be read
+ * again. kind: 'd' a directory that cannot be opened, 'e' one whose entries
+ * cannot be looked at, 'l' a link back to a directory on its own path. */
+struct said {
+	char kind;
+	int err;
+	char *path;
+};
+
+struct said_set {
+	struct said *v; /* sorted by kind, then path (said_sort), once whole */
+	size_t n, cap;
+};
+
+static int said_cmp(const void *a, const void *b)
+{
+	const struct said *x = a, *y = b;
+
+	return x->kind != y->kind ? x->kind - y->kind : strcmp(x->path, y->path);
+}
+
+static void said_free(struct said_set *set)
+{
+	if (!set)
+		return;
+	for (size_t i = 0; i < set->n; i++)
+		free(set->v[i].path);
+	free(set->v);
+	free(set);
+}
+
+/* The warning of kind about path a sorted set holds, or NULL. */
+static const struct said *said_find(const struct said_set *set, char kind, const char *path)
+{
+	struct said k = {kind, 0, (char *)path};
+
+	if (!set || !set->n)
+		return NULL;
+	return bsearch(&k, set->v, set->n, sizeof(k), said_cmp);
+}
+
 struct local {
 	/* O_PATH|O_DIRECTORY fd of the root the last listing found at path;
 	 * any thread reads it (acquire), local_resolve replaces it */
@@ -38,9 +83,11 @@ struct local {
 	/* roots replaced by a listing: other threads may still be in an
 	 * openat() on one, so they are closed at backend close only (one per
 	 * switch of the source path, not per listing) */
-	struct disk_mutex lock; /* DISK_LOCK_BE_LOCAL: serialises local_resolve; protects old */
+	struct disk_mutex
+	    lock; /* DISK_LOCK_BE_LOCAL: serialises local_resolve; protects old, said */
 	int *old;
 	size_t nold;
+	struct said_set *said; /* the warnings the last whole listing said (local_list) */
 };
 
 static int local_root(struct local *l)
@@ -135,12 +182,53 @@ struct walk {
 	size_t keycap;
 	backend_list_cb cb;
 	void *arg;
-	uint64_t listed; /* what cb was given, and what was skipped */
+	uint64_t listed;       /* what cb was given, and what was skipped */
+	struct said_set *last; /* what the last listing said (NULL: nothing) */
+	struct said_set *now;  /* what this one meets (NULL: no memory left) */
 	struct {
 		dev_t dev;
 		ino_t ino;
 	} up[LOCAL_MAX_DEPTH + 1];
 };
+
+/* A warning of kind about path met by this listing: recorded, and 1 when
+ * it is to be said (the last listing did not say it with that errno). */
+static int walk_met(struct walk *w, char kind, int err, const char *path)
+{
+	const struct said *was = said_find(w->last, kind, path);
+	struct said_set *set = w->now;
+
+	if (set && set->n == set->cap) {
+		size_t cap = set->cap ? 2 * set->cap : 16;
+		struct said *v = realloc(set->v, cap * sizeof(*v));
+
+		if (v) {
+			set->v = v;
+			set->cap = cap;
+		}
+	}
+	if (set && set->n < set->cap) {
+		set->v[set->n].path = strdup(path);
+		if (set->v[set->n].path) {
+			set->v[set->n].kind = kind;
+			set->v[set->n].err = err;
+			set->n++;
+		}
+	}
+	return !was || was->err != err;
+}
+
+/* Directory path was read whole by this listing: a warning about it the
+ * last one said is said to be over. */
+static void walk_readable(struct walk *w, const char *path, int entries)
+{
+	if (said_find(w->last, 'd', path))
+		backend_log(w->be, BACKEND_LOG_WARN,
+			    "source: directory %s can be read again: listed", path);
+	else if (entries && said_find(w->last, 'e', path))
+		backend_log(w->be, BACKEND_LOG_WARN,
+			    "source: the entries of directory %s can be read again: listed", path);
+}
 
 /* List the directory w->key (keylen bytes; "" the root) and below it
  * through w->cb. A directory that gives nothing (empty, or only files of
@@ -166,9 +254,13 @@ static int local_walk(struct walk *w, size_t keylen, int depth)
 	if (fd < 0) {
 		if (depth == 0)
 			return -errno;
-		/* an unreadable subdirectory is skipped, and the log says so */
-		backend_log(w->be, BACKEND_LOG_WARN,
-			    "source: cannot read directory %s (%s): skipped", key, strerror(errno));
+		/* an unreadable subdirectory is skipped, and the log says so
+		 * (once while it stays so: walk_met) */
+		ret = errno;
+		if (walk_met(w, 'd', ret, key))
+			backend_log(w->be, BACKEND_LOG_WARN,
+				    "source: cannot read directory %s (%s): skipped", key,
+				    strerror(ret));
 		return 0;
 	}
 	before = w->listed;
@@ -207,11 +299,11 @@ static int local_walk(struct walk *w, size_t keylen, int depth)
 
 			if (e != ENOENT && e != ENOTDIR && e != ELOOP && !unstat) {
 				key[keylen] = '\0';
-				backend_log(
-				    w->be, BACKEND_LOG_WARN,
-				    "source: cannot read the entries of directory %s (%s; the "
-				    "first: %s): skipped",
-				    keylen ? key : ".", strerror(e), de->d_name);
+				if (walk_met(w, 'e', e, keylen ? key : "."))
+					backend_log(w->be, BACKEND_LOG_WARN,
+						    "source: cannot read the entries of directory "
+						    "%s (%s; the first: %s): skipped",
+						    keylen ? key : ".", strerror(e), de->d_name);
 				unstat = 1;
 			}
 			key[keylen] = '\0';
@@ -223,10 +315,11 @@ static int local_walk(struct walk *w, size_t keylen, int depth)
 		for (int i = 0; S_ISDIR(st.st_mode) && i <= depth && !loop; i++)
 			loop = w->up[i].dev == st.st_dev && w->up[i].ino == st.st_ino;
 		if (loop) {
-			backend_log(w->be, BACKEND_LOG_WARN,
-				    "source: %s is a link back to a directory on its own path (a "
-				    "loop): not followed",
-				    key);
+			if (walk_met(w, 'l', 0, key))
+				backend_log(w->be, BACKEND_LOG_WARN,
+					    "source: %s is a link back to a directory on its own "
+					    "path (a loop): not followed",
+					    key);
 			w->listed++;
 		} else if (S_ISDIR(st.st_mode)) {
 			ret = local_walk(w, len, depth + 1);
@@ -241,6 +334,8 @@ static int local_walk(struct walk *w, size_t keylen, int depth)
 		if (ret != 0)
 			break;
 	}
+	if (ret == 0 && w->last)
+		walk_readable(w, keylen ? key : ".", !unstat);
 	if (ret == 0 && keylen && w->listed == before) {
 		struct backend_objinfo info;
 
@@ -275,7 +370,26 @@ static int local_list(struct backend *be, backend_list_cb cb, void *arg)
 			   .keycap = sizeof(key),
 			   .cb = cb,
 			   .arg = arg};
+	disk_mutex_lock(&l->lock); /* what the last listing said: this one's until it ends */
+	w->last = l->said;
+	l->said = NULL;
+	disk_mutex_unlock(&l->lock);
+	w->now = calloc(1, sizeof(*w->now));
 	err = local_walk(w, 0, 0);
+	if (err == 0 && w->now) { /* a whole listing: what it said is the last */
+		qsort(w->now->v, w->now->n, sizeof(*w->now->v), said_cmp);
+		said_free(w->last);
+		w->last = w->now;
+		w->now = NULL;
+	}
+	disk_mutex_lock(&l->lock);
+	if (!l->said) { /* else another listing ended meanwhile: its */
+		l->said = w->last;
+		w->last = NULL;
+	}
+	disk_mutex_unlock(&l->lock);
+	said_free(w->last);
+	said_free(w->now);
 	free(w);
 	return err;
 }
@@ -344,6 +458,7 @@ static void local_close(struct backend *be)
 			close(l->old[i]);
 		free(l->old);
 		free(l->path);
+		said_free(l->said);
 		disk_mutex_destroy(&l->lock);
 		free(l);
 	}
