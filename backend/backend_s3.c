@@ -268,7 +268,35 @@ struct list_state {
 	size_t plen;
 	size_t hidden;
 	size_t entries; /* keys received, shown or not */
+	/* keys that cannot be paths (a//b, ../x, /x, .): never shown, and said
+	 * once when the listing ends (a user would see them missing with no
+	 * word); the first, escaped, for that line */
+	size_t unpathed;
+	char first_unpathed[160];
 };
+
+/* s[0..n) into out (cap >= 8) as a line of the log can hold it: bytes
+ * below 0x20, 0x7f and '\\' as \xHH, cut with "..." when it does not fit. */
+static void key_shown(const char *s, size_t n, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		int esc = c < 0x20 || c == 0x7f || c == '\\';
+
+		if (o + (esc ? 4 : 1) + 4 > cap) {
+			memcpy(out + o, "...", 3);
+			o += 3;
+			break;
+		}
+		if (esc)
+			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+		else
+			out[o++] = (char)c;
+	}
+	out[o] = '\0';
+}
 
 static int list_entry(void *arg, const struct backend_s3_entry *e)
 {
@@ -285,8 +313,13 @@ static int list_entry(void *arg, const struct backend_s3_entry *e)
 	}
 	rel = e->key + ls->plen;
 	/* "dir/" markers and keys that cannot be paths (a//b, ../x) are not objects */
-	if (rel[strlen(rel) - 1] == '/' || backend__key_check(rel) < 0) {
+	if (rel[strlen(rel) - 1] == '/') {
 		ls->hidden++;
+		return 0;
+	}
+	if (backend__key_check(rel) < 0) {
+		if (!ls->unpathed++)
+			key_shown(rel, strlen(rel), ls->first_unpathed, sizeof(ls->first_unpathed));
 		return 0;
 	}
 	memset(&info, 0, sizeof(info));
@@ -432,7 +465,7 @@ static int os_list_follow(struct backend *be, struct list_walk *w, struct backen
 static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 {
 	struct backend_objstore *os = be->impl;
-	struct list_state ls = {be, cb, arg, strlen(os->prefix), 0, 0};
+	struct list_state ls = {be, cb, arg, strlen(os->prefix), 0, 0, 0, ""};
 	struct list_walk w = {0};
 	char *query = NULL;
 	int ret = 0;
@@ -470,6 +503,12 @@ static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 		if (ret != 0 || !page.truncated)
 			break;
 	}
+	if (ret == 0 && ls.unpathed)
+		backend__log(&be->log, BACKEND_LOG_WARN,
+			     "%s: %zu %s of the listing not shown: not a path (an empty, '.' or "
+			     "'..' component, or a leading '/'; the first: '%s')",
+			     be->desc, ls.unpathed, ls.unpathed == 1 ? "key" : "keys",
+			     ls.first_unpathed);
 	free(w.seen);
 	free(w.token);
 	free(query);

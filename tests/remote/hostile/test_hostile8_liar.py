@@ -17,6 +17,14 @@ GROUP:
           objects' sizes not learned: Input/output error" (the log never said redirect), and
           the text server's mount said "not a valid source ... Unsupported protocol".
 
+  s3keys  a stand-in S3 (ListObjectsV2 over the same server, --no-sign) whose listing holds keys
+          that cannot be paths (a/../x, ../x, /x, a//x, ./x, d/./x, '..', '.', d/..) beside keys
+          that can, odd as they are (a newline, a tab, a backslash, a control byte, '%2F', '?',
+          '#', a trailing blank, a 300-byte name, '.shardfs/stats'): the root shows exactly
+          the second kind (and '.shardfs' stays the control directory), a member reads
+          exactly, and the log says once how many keys were not shown and the first, escaped.
+          Before the mend those keys were dropped without a word.
+
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
 
@@ -30,6 +38,7 @@ import re  # noqa: E402
 import socket  # noqa: E402
 import threading  # noqa: E402
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+from xml.sax.saxutils import escape  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
@@ -46,6 +55,8 @@ class Liar:
     def __init__(self, objects):
         self.objects = objects
         self.requests = 0
+        self.s3_keys = []
+        self.s3_shard = b''
         outer = self
 
         class H(BaseHTTPRequestHandler):
@@ -72,6 +83,20 @@ class Liar:
                 if body:
                     self.wfile.write(body)
 
+            def s3_listing(self):
+                items = ''.join(
+                    '<Contents><Key>%s</Key><LastModified>2023-11-14T22:13:20.000Z'
+                    '</LastModified><ETag>"k1"</ETag><Size>%d</Size></Contents>'
+                    % (escape(k).replace('\x01', '&#x1;'), len(outer.s3_shard))
+                    for k in outer.s3_keys)
+                body = ('<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns='
+                        '"http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><Prefix>'
+                        '</Prefix><KeyCount>%d</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>'
+                        'false</IsTruncated>%s</ListBucketResult>'
+                        % (len(outer.s3_keys), items)).encode()
+                self.reply(200, [('Content-Type', 'application/xml'),
+                                 ('Content-Length', str(len(body)))], body)
+
             def serve(self, head):
                 outer.requests += 1
                 n = outer.requests
@@ -81,6 +106,12 @@ class Liar:
                     self.close_connection = True
                     self.wfile.write(b'hello, this is not a web server\r\n')
                     return
+                if path in ('/bkt', '/bkt/') and 'list-type' in self.path:
+                    return self.s3_listing()
+                if path.startswith('/bkt/'):
+                    return self.reply(200, [('Content-Length', str(len(outer.s3_shard))),
+                                            ('ETag', '"k1"')],
+                                      b'' if head else outer.s3_shard)
                 m = re.match(r'/d/(\w+)\.tar$', path)
                 name = m.group(1) if m else ''
                 if name in ('loop', 'loop2'):
@@ -189,7 +220,52 @@ def group_liar(env, ck):
         srv.close()
 
 
-GROUPS = {'liar': (group_liar, 240)}
+UNPATHED = ['a/../esc.tar', '../up.tar', '/abs.tar', 'a//dbl.tar', './dot.tar', 'd/./x.tar', '..',
+            '.', 'd/..']
+SHOWN = ['good.tar', 'nl\nname.tar', 'tab\tname.tar', 'bs\\name.tar', 'ctl\x01.tar',
+         'pct%2Fname.tar', 'q?x.tar', 'h#x.tar', 'sp .tar', 'L/' + 'x' * 300 + '.tar',
+         '.shardfs/stats']
+
+
+def group_s3keys(env, ck):
+    srv = Liar({})
+    srv.s3_shard = ml.tar_bytes([('m.txt', b'hello\n')], 'gnu')
+    keys = list(UNPATHED[:1]) + SHOWN + UNPATHED[1:]
+    srv.s3_keys = keys
+    for k in ('AWS_ENDPOINT_URL', 'AWS_ENDPOINT_URL_S3', 'AWS_PROFILE'):
+        env.env.pop(k, None)
+    env.env['AWS_EC2_METADATA_DISABLED'] = 'true'
+    env.env['AWS_REGION'] = 'us-east-1'
+    try:
+        with ml.Mount(env, 's3://bkt/', cache_dir=env.path('cache'),
+                      extra=['--endpoint', srv.url('').rstrip('/'), '--no-sign']) as m:
+            want = set()
+            for k in SHOWN:
+                top = k.split('/')[0]
+                if top == '.shardfs':
+                    continue
+                want.add(top)
+                if '/' not in k:
+                    want.add(k[:-len('.tar')])
+            got = set(os.listdir(m.mnt)) - {'.shardfs'}
+            ck.eq('s3keys: the root', sorted(got), sorted(want))
+            ck.eq('s3keys: good/m.txt', outcome(os.path.join(m.mnt, 'good', 'm.txt')),
+                  ('ok', b'hello\n'))
+            ck.eq('s3keys: nl\\nname/m.txt', outcome(os.path.join(m.mnt, 'nl\nname', 'm.txt')),
+                  ('ok', b'hello\n'))
+            ck.ok(os.path.isfile(os.path.join(m.mnt, '.shardfs', 'stats')) and
+                  b'objects' in ml.read_all(os.path.join(m.mnt, '.shardfs', 'stats')),
+                  's3keys: .shardfs/stats is not the mount\'s')
+        text = ml.logs_under(env.path('cache'))
+        line = ("s3://bkt/: %d keys of the listing not shown: not a path (an empty, '.' or '..' "
+                "component, or a leading '/'; the first: 'a/../esc.tar')" % len(UNPATHED))
+        ck.eq('s3keys: the log line, times', text.count(line), 1)
+        ck.eq('s3keys: lines about keys not shown', text.count('of the listing not shown'), 1)
+    finally:
+        srv.close()
+
+
+GROUPS = {'liar': (group_liar, 240), 's3keys': (group_s3keys, 240)}
 
 if __name__ == '__main__':
     ml.run_groups(GROUPS, __doc__, prefix='remote-hostile8-')
