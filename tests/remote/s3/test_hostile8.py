@@ -14,7 +14,10 @@ GROUP:
               'shardfs --help') ...: Invalid argument" and the others a 403 that named neither
               the variable nor the blank. Also the refusals found clear already: a bucket that
               does not exist, a region the store does not serve, a token the store calls
-              malformed, a wrong secret: each names its cause.
+              malformed, a wrong secret: each names its cause; and a key revoked under a
+              running mount: each read of what is not cached fails at once with EACCES (the
+              listing stays), the log naming the store's refusal. Static keys are read once, at
+              the mount: new ones in the environment or the file need a remount.
 
 Exit: 0 pass, 1 fail, 77 skip (no s3rver outside CI; no usable /dev/fuse).
 """
@@ -22,6 +25,7 @@ Exit: 0 pass, 1 fail, 77 skip (no s3rver outside CI; no usable /dev/fuse).
 import sys
 sys.dont_write_bytecode = True
 
+import errno  # noqa: E402
 import os  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
@@ -105,6 +109,30 @@ def group_creds_bad(env, ck):
         s3world.set_aws_env(env, secret=secret + 'x')
         mount_refused(env, ck, w, 'wrong secret', source, [],
                       'the credentials were refused (HTTP 403 SignatureDoesNotMatch')
+
+        # the key revoked under a running mount: each read fails at once with EACCES (no
+        # retry loop: --retry-budget far past the test's bound), the log names the refusal
+        s3world.set_aws_env(env)
+        with ml.Mount(env, source, cache_dir=env.path('cache-revoked'),
+                      extra=['--endpoint', w.endpoint, '--warm', 'off', '--retry-budget',
+                             '600']) as m:
+            names = sorted(os.listdir(m.mnt))
+            ck.eq('revoked: the root before', names,
+                  ['README.txt', 'shard-000000', 'shard-000000.tar', 'shard-000001',
+                   'shard-000001.tar', 'shard-000002', 'shard-000002.tar', 'shard-000009',
+                   'shard-000009.tar.gz', 'sub'])
+            del w.proxy.keys[key]
+            for rel in ('README.txt', 'shard-000001.tar'):
+                try:
+                    with open(os.path.join(m.mnt, rel), 'rb') as f:
+                        got = ('ok', len(f.read()))
+                except OSError as e:
+                    got = ('err', e.errno)
+                ck.eq('revoked: read of %s' % rel, got, ('err', errno.EACCES))
+            ck.eq('revoked: the root after', sorted(os.listdir(m.mnt)), names)
+        text = ml.logs_under(env.path('cache-revoked'))
+        ck.ok('README.txt: fill failed: GET %s/%s/%sREADME.txt: HTTP 403 InvalidAccessKeyId'
+              % (w.endpoint, BUCKET, PREFIX) in text, 'revoked: the log names the refusal')
     finally:
         w.stop()
 
