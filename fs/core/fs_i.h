@@ -559,6 +559,9 @@ extern const char *const fs_codec_names[3];
  * within CACHETIER_STOP_TICK_MS; nothing logged or counted). */
 int fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int codec, struct cachetier_obj *stream,
 		    struct shardidx **ix, uint32_t *sobj);
+/* Wait for the HEADs a given-up request left running (fs_sidecar.c): 0, or
+ * -ETIMEDOUT past FS_THREAD_JOIN_S (the caller keeps the fs). */
+int fs_sidecar_drain(void);
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw);
 /* 1 when entry idx of shard's index (loaded) has to be checked against its
  * own tar header before its bytes are served: the index came from a

@@ -6,10 +6,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs_i.h"
@@ -186,6 +188,109 @@ static ssize_t sidecar_pread(struct fs *fs, const char *key, const char *etag, u
 	return n;
 }
 
+/* ---- the HEAD of a brace pattern's sidecar name, given up with its request ----
+ * A name a brace pattern gave without its size (fs_learn.c) is learned by a
+ * HEAD before its sidecar can be read. For a request with a stop that HEAD
+ * runs on a thread of its own (fs_obj_learn there, detached) and the request
+ * waits for it with cachetier_request_wait: given up, it leaves within
+ * CACHETIER_STOP_TICK_MS and the HEAD goes on; its answer is learned as any
+ * other's. fs_close waits for these threads first (fs_sidecar_drain). */
+struct sc_head {
+	struct disk_mutex lock; /* DISK_LOCK_SIDECAR_GET: err, done, refs (a leaf) */
+	pthread_cond_t cond;
+	struct fs *fs;
+	uint32_t obj;
+	int err, done, refs; /* refs: the caller's and the thread's */
+};
+
+static atomic_int sc_heads; /* such threads running (every fs of the process) */
+
+static void sc_head_put(struct sc_head *h)
+{
+	int last;
+
+	disk_mutex_lock(&h->lock);
+	last = --h->refs == 0;
+	disk_mutex_unlock(&h->lock);
+	if (!last)
+		return;
+	pthread_cond_destroy(&h->cond);
+	disk_mutex_destroy(&h->lock);
+	free(h);
+}
+
+static void *sc_head_run(void *arg)
+{
+	struct sc_head *h = arg;
+	int err = fs_obj_learn(h->fs, h->obj);
+
+	disk_mutex_lock(&h->lock);
+	h->err = err;
+	h->done = 1;
+	pthread_cond_broadcast(&h->cond);
+	disk_mutex_unlock(&h->lock);
+	sc_head_put(h);
+	atomic_fetch_sub(&sc_heads, 1); /* the last touch: fs_sidecar_drain */
+	return NULL;
+}
+
+static int sc_head_ended(void *arg)
+{
+	return ((struct sc_head *)arg)->done;
+}
+
+/* fs_obj_learn of obj, given up with the calling thread's request (-EINTR
+ * within CACHETIER_STOP_TICK_MS of its stop). */
+static int sidecar_learn(struct fs *fs, uint32_t obj)
+{
+	struct sc_head *h;
+	pthread_attr_t at;
+	pthread_t th;
+	int err;
+
+	if (!cachetier_request_stoppable() ||
+	    atomic_load_explicit(&fs_obj(fs, obj)->known, memory_order_acquire) != FS_INFO_LAZY)
+		return fs_obj_learn(fs, obj);
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return fs_obj_learn(fs, obj);
+	disk_mutex_init(&h->lock, DISK_LOCK_SIDECAR_GET);
+	pthread_cond_init(&h->cond, NULL);
+	h->fs = fs;
+	h->obj = obj;
+	h->refs = 2;
+	atomic_fetch_add(&sc_heads, 1);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&th, &at, sc_head_run, h);
+	pthread_attr_destroy(&at);
+	if (err) { /* no thread: asked here, as without a stop */
+		atomic_fetch_sub(&sc_heads, 1);
+		h->refs = 1;
+		sc_head_put(h);
+		return fs_obj_learn(fs, obj);
+	}
+	disk_mutex_lock(&h->lock);
+	err = cachetier_request_wait(&h->cond, &h->lock, NULL, sc_head_ended, h);
+	if (err == 0)
+		err = h->err;
+	disk_mutex_unlock(&h->lock);
+	sc_head_put(h);
+	return err;
+}
+
+int fs_sidecar_drain(void)
+{
+	/* each HEAD is bounded by the store's retry budget; past the bound
+	 * the caller keeps what the thread may still touch */
+	for (int i = 0; i < FS_THREAD_JOIN_S * 100 && atomic_load(&sc_heads) > 0; i++) {
+		struct timespec t = {0, 10 * 1000 * 1000};
+
+		nanosleep(&t, NULL);
+	}
+	return atomic_load(&sc_heads) > 0 ? -ETIMEDOUT : 0;
+}
+
 /* The identity sidecar buf says it was made for, and whether shard object
  * o is that shard now: 0, -ESTALE (another shard or version), or an error
  * reading the shard. */
@@ -323,8 +428,13 @@ int fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int codec, struct cac
 	so = d && d->kind == FS_K_OBJ ? fs_obj(fs, d->idx) : NULL;
 	sidx = so ? d->idx : 0;
 	fs_ns_unlock(fs);
-	if (so && fs_obj_learn(fs, sidx) < 0)
-		so = NULL; /* a brace pattern's name the store does not have */
+	if (so) {
+		err = sidecar_learn(fs, sidx);
+		if (err == -EINTR)
+			return err; /* its request gave up during the HEAD */
+		if (err < 0)
+			so = NULL; /* a brace pattern's name the store does not have */
+	}
 	if (so && atomic_load(&o->sidecar_rejected))
 		return 0; /* a read proved it wrong (fs_shard_reject): build */
 	if (!so || so->info.size == 0 || so->info.size > (1ull << 31))

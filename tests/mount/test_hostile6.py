@@ -25,6 +25,15 @@ GROUP:
               exact, its index from the sidecar (index_sidecar 1, index_built 0) and op_errors
               is 0. Before the mend the sidecar's GET ignored the stop: the interrupted
               request stayed in the kernel until the GET ended (the retry budget).
+  sidecar-head  the same request given up while the build asks the size of the shard's
+              sidecar (a brace pattern's name NAME.tar.idx, learned by a HEAD): over nginx
+              through a proxy that holds that HEAD, the seeded one of 'ls', 'stat' or 'cat'
+              of the shard's directory; the seeded signal ends it while the HEAD is held (the
+              daemon answers within CACHETIER_STOP_TICK_MS): index_builds_interrupted 1,
+              index_errors 0. Once the HEAD is released a listing is exact, its index from
+              the sidecar (index_sidecar 1, index_built 0), op_errors 0. Before the mend the
+              HEAD ignored the stop: the interrupted request stayed in the kernel until the
+              HEAD ended (2 of 6 checks failed).
   emptydirs   a seeded local source: shards and plain files in nested directories, empty
               directories (chains of 1 to 3 among them), directories holding only a fifo or a
               dangling symlink. The mount's directories outside the shards' member directories
@@ -173,6 +182,55 @@ def group_sidecar(env, ck):
 
 
 
+def group_sidecar_head(env, ck):
+    from shardfs_test import web
+    rng = env.rng
+    src, names = ml.seeded_shards(env, rng)
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
+    ck.eq('shardfs index --sidecar: exit', r.returncode, 0)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    px.hold_heads = lambda p: p.endswith('.tar.idx')
+    b = None
+    url = px.url('files/shard-{000000..%06d}.tar{,.idx}' % (len(names) - 1))
+    try:
+        with ml.Mount(env, url, cache_dir=env.path('cache'),
+                      extra=['--warm', 'off', '--prefetch-shards', '0']) as m:
+            st0 = m.stats()
+            d = os.path.join(m.mnt, 'shard-000000')
+            how = rng.choice(['ls', 'stat', 'cat'])
+            sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+            cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
+                   'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
+            what = '%s, %s' % (cmd[0], signal.Signals(sig).name)
+            log('the builder: %s' % what)
+            b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ml.poll(lambda: any(h['held'] for h in px.held()), what='the sidecar\'s HEAD held')
+            rc = interrupt(b, sig)
+            ck.eq('%s: the interrupted request is gone while the sidecar\'s HEAD is held' % what,
+                  rc, -sig)
+            ck.eq('the held HEAD', [h['path'].rsplit('/', 1)[-1] for h in px.held()],
+                  ['shard-000000.tar.idx'])
+            st = m.stats()
+            ck.eq('%s: index_builds_interrupted, index_errors' % what,
+                  (delta(st, st0, 'index_builds_interrupted'), delta(st, st0, 'index_errors')),
+                  (1, 0))
+            px.release()
+            ck.eq('after: a listing exact', sorted(os.listdir(d)), names['shard-000000'])
+            st = m.stats()
+            ck.eq('after: index_sidecar, index_built, index_builds_interrupted, index_errors, '
+                  'op_errors',
+                  (delta(st, st0, 'index_sidecar'), delta(st, st0, 'index_built'),
+                   delta(st, st0, 'index_builds_interrupted'), delta(st, st0, 'index_errors'),
+                   delta(st, st0, 'op_errors')), (1, 0, 1, 0, 0))
+    finally:
+        if b and b.poll() is None:
+            px.release()
+            b.wait(120)
+        px.close()
+        ng.stop()
+
+
 def dirs_of(root, skip=()):
     """Every directory below root (relative paths), not descending into skip's names."""
     out = set()
@@ -283,6 +341,7 @@ def group_symloop(env, ck):
 
 
 GROUPS = {'indexbuild': (group_indexbuild, 180), 'sidecar': (group_sidecar, 180),
+          'sidecar-head': (group_sidecar_head, 180),
           'emptydirs': (group_emptydirs, 120),
           'symloop': (group_symloop, 120)}
 

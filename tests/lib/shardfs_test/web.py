@@ -586,7 +586,9 @@ class SlowProxy(LoopbackProxy):
     (or close) before it relays the rest: a fill that is deterministically in flight; with
     cut_held set, the held answer is cut there instead (the connection closed at release).
     refuse: None, or a function of a GET's record (path, range) that returns True for a GET
-    to answer 400 Bad Request (recorded, not relayed)."""
+    to answer 400 Bad Request (recorded, not relayed). hold_heads: None, or a function of a
+    HEAD's path: such a HEAD is recorded in heads, set held, and relayed only after release()
+    (or close)."""
 
     def __init__(self, upstream_port):
         self.rate = None
@@ -596,16 +598,19 @@ class SlowProxy(LoopbackProxy):
         self.hold_bytes = 64 * 1024
         self.cut_held = False
         self.refuse = None
+        self.hold_heads = None
+        self.heads = []
         self.released = threading.Event()
         super().__init__(upstream_port)
 
     def held(self):
         with self.lock:
-            return [dict(r) for r in self.gets if r['held']]
+            return [dict(r) for r in self.gets + self.heads if r['held']]
 
     def release(self):
         self.hold_from = None
         self.hold_paths = None
+        self.hold_heads = None
         self.released.set()
 
     def _relay(self, c, rec, b, hold):
@@ -651,6 +656,14 @@ class SlowProxy(LoopbackProxy):
                         with self.lock:
                             rec['done'] = True
                         continue
+                hold_heads = self.hold_heads
+                if method == 'HEAD' and hold_heads is not None and hold_heads(rec['path']):
+                    with self.lock:
+                        self.heads.append(rec)
+                        rec['held'] = True
+                    while not self.released.wait(0.1):
+                        if self.stop_ev.is_set():
+                            return
                 out = [ln for ln in head
                        if not ln.lower().startswith((b'connection:', b'keep-alive:'))]
                 up = socket.create_connection(('127.0.0.1', self.upstream), timeout=30)
