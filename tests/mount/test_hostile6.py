@@ -72,6 +72,23 @@ def delta(st, st0, name):
     return st.get(name, 0) - st0.get(name, 0)
 
 
+def builder_cmd(rng, d):
+    """The seeded request that builds shard directory d's index, 'ls' of it or 'stat' or 'cat'
+    of its member k00.bin, and the seeded signal that ends it: (command, signal)."""
+    how = rng.choice(['ls', 'stat', 'cat'])
+    sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+    return {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
+            'cat': ['cat', os.path.join(d, 'k00.bin')]}[how], sig
+
+
+def start_builder(cmd, what, procs):
+    """cmd started (logged as what, appended to procs): its process."""
+    log('the builder: %s' % what)
+    b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(b)
+    return b
+
+
 def interrupt(b, sig):
     """Signal sig to process b once it waits in the kernel for a FUSE answer: its exit status,
     or what it still waits in after GONE_GUARD_S."""
@@ -91,16 +108,11 @@ def group_indexbuild(env, ck):
         st0 = m.stats()
         hold(px)
         d = os.path.join(m.mnt, 'shard-000000')
-        how = rng.choice(['ls', 'stat', 'cat'])
-        sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+        cmd, sig = builder_cmd(rng, d)
         waiter = rng.random() < 0.5
-        cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
-               'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
         what = '%s, %s, %s' % (' '.join(cmd[:1]), signal.Signals(sig).name,
                                'a plan waits' if waiter else 'no one waits')
-        log('the builder: %s' % what)
-        b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(b)
+        b = start_builder(cmd, what, procs)
         ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the build\'s GET held')
         if waiter:
             # resolves the member on the control file, not in the shard's directory
@@ -151,14 +163,9 @@ def group_sidecar(env, ck):
         px.hold_paths = lambda p: p.endswith('.tar.idx')
         px.reset()
         d = os.path.join(m.mnt, 'shard-000000')
-        how = rng.choice(['ls', 'stat', 'cat'])
-        sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-        cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
-               'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
+        cmd, sig = builder_cmd(rng, d)
         what = '%s, %s' % (cmd[0], signal.Signals(sig).name)
-        log('the builder: %s' % what)
-        b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(b)
+        b = start_builder(cmd, what, procs)
         ml.poll(lambda: any(g['held'] for g in px.held()), what='the sidecar\'s GET held')
         rc = interrupt(b, sig)
         ck.eq('%s: the interrupted request is gone while the sidecar\'s GET is held' % what,
@@ -191,20 +198,16 @@ def group_sidecar_head(env, ck):
     ng = web.Nginx(env.path('nginx'), src).start()
     px = web.SlowProxy(ng.port)
     px.hold_heads = lambda p: p.endswith('.tar.idx')
-    b = None
+    procs = []
     url = px.url('files/shard-{000000..%06d}.tar{,.idx}' % (len(names) - 1))
     try:
         with ml.Mount(env, url, cache_dir=env.path('cache'),
                       extra=['--warm', 'off', '--prefetch-shards', '0']) as m:
             st0 = m.stats()
             d = os.path.join(m.mnt, 'shard-000000')
-            how = rng.choice(['ls', 'stat', 'cat'])
-            sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-            cmd = {'ls': ['ls', d], 'stat': ['stat', os.path.join(d, 'k00.bin')],
-                   'cat': ['cat', os.path.join(d, 'k00.bin')]}[how]
+            cmd, sig = builder_cmd(rng, d)
             what = '%s, %s' % (cmd[0], signal.Signals(sig).name)
-            log('the builder: %s' % what)
-            b = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            b = start_builder(cmd, what, procs)
             ml.poll(lambda: any(h['held'] for h in px.held()), what='the sidecar\'s HEAD held')
             rc = interrupt(b, sig)
             ck.eq('%s: the interrupted request is gone while the sidecar\'s HEAD is held' % what,
@@ -224,9 +227,10 @@ def group_sidecar_head(env, ck):
                    delta(st, st0, 'index_builds_interrupted'), delta(st, st0, 'index_errors'),
                    delta(st, st0, 'op_errors')), (1, 0, 1, 0, 0))
     finally:
-        if b and b.poll() is None:
-            px.release()
-            b.wait(120)
+        for p in procs:
+            if p.poll() is None:
+                px.release()
+                p.wait(120)
         px.close()
         ng.stop()
 
