@@ -438,12 +438,10 @@ static int link_env(const struct chain *ch, struct backend_credsrc **sp, char *w
 		if (err < 0)
 			return err;
 		if (tok) {
-			if (!backend__creds_header_safe(tok)) {
+			if (creds_unsendable("GOOGLE_OAUTH_ACCESS_TOKEN", tok, 0, why, whycap) <
+			    0) {
 				backend__creds_secret_free(tok);
-				backend__creds_why(
-				    why, whycap,
-				    "GOOGLE_OAUTH_ACCESS_TOKEN has control characters");
-				return -EINVAL;
+				return -EACCES;
 			}
 			st.bearer = tok;
 			name = "the environment (GOOGLE_OAUTH_ACCESS_TOKEN)";

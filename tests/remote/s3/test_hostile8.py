@@ -6,7 +6,8 @@ GROUP:
   creds-bad   s3rver behind the SigV4-checking proxy (s3world), credentials a user pasted
               wrongly: a key id with a space, a line break or a byte outside ASCII, a secret
               with a trailing line break, a session token with one or with a control byte (in
-              the environment), a key id with a space inside it (in a credentials file). Each
+              the environment), a key id with a space inside it (in a credentials file), a
+              gs:// HMAC secret with a CR LF, an OAuth token with a space. Each
               mount fails at once, exit 1, its message naming the variable (or the file's
               field and profile), what is wrong and where, and not one request reaches the
               store (a value sent as it is: the store refuses it, or the request cannot even
@@ -76,6 +77,22 @@ def group_creds_bad(env, ck):
             s3world.set_aws_env(env, key=k, secret=s, token=t)
             before, after = mount_refused(env, ck, w, label, source, [], words)
             ck.eq('%s: requests that reached the store' % label, after, before)
+        # gs://: the HMAC keys and the OAuth token, the same rule
+        gs_source = 'gs://%s/%s' % (BUCKET, PREFIX)
+        for label, var, value, words in [
+                ('gs hmac secret', 'GCS_HMAC_SECRET', secret + '\r\n',
+                 'GCS_HMAC_SECRET has a line break at byte %d of %d' % (len(secret) + 1,
+                                                                       len(secret) + 2)),
+                ('gs oauth token', 'GOOGLE_OAUTH_ACCESS_TOKEN', 'ya29 token',
+                 'GOOGLE_OAUTH_ACCESS_TOKEN has a space at byte 5 of 10')]:
+            s3world.set_aws_env(env, key=None, secret=None)
+            env.env['GCS_HMAC_ACCESS_ID'] = key
+            env.env['GCS_HMAC_SECRET'] = secret
+            env.env[var] = value
+            before, after = mount_refused(env, ck, w, label, gs_source, [], words)
+            ck.eq('%s: requests that reached the store' % label, after, before)
+        for var in ('GCS_HMAC_ACCESS_ID', 'GCS_HMAC_SECRET', 'GOOGLE_OAUTH_ACCESS_TOKEN'):
+            env.env.pop(var, None)
         # a credentials file: its values are trimmed at both ends; a blank inside is kept
         s3world.set_aws_env(env, key=None, secret=None)
         cred = env.path('aws-credentials')
