@@ -341,6 +341,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "objects the source changed or removed under the mount (ESTALE for the old version; a "
      "version dropped for its index is counted in index_changed or index_rejected_on_read)",
      C, FS(source_changes)},
+    {"etag_unusable",
+     "objects whose server answered 3 HEADs in a row with a new ETag at the same size and "
+     "mtime: reads fail with EPROTO, or under --weak-etag trust their size is their version",
+     C, FS(etag_unusable)},
     {"loader_index_builds", "builds of .shardfs/samples.tsv and wids.json", C, FS(lidx_builds)},
     {"loader_index_shards_skipped",
      "shards the last build left out of wids.json: compressed (these have no DALI index either), "

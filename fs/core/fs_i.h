@@ -255,6 +255,12 @@ struct fs_obj {
 	 * changed, unless it finds it changed again or removed (counted
 	 * then). Set and cleared under refresh_lock. */
 	int changed_since_refresh;
+	/* 1: its store answered FS_ETAG_PROBES HEADs in a row with a new
+	 * ETag at the same size and mtime (fs_ns_replace): the ETag cannot
+	 * tell a version. Reads fail with EPROTO, unless --weak-etag trust,
+	 * whose version has no ETag (info.etag "": its size is checked).
+	 * Set before the version is published, then only read. */
+	int etag_unusable;
 	/* Learning it (fs_learn.c), all three under fs->learn_lock: learning
 	 * is 1 while one thread's HEAD for it is in flight (no other thread
 	 * asks: they wait on fs->learn_cond until learn_gen, the count of its
@@ -345,6 +351,7 @@ struct fs_counters {
 	/* objects marked stale or gone because the source changed (stale_noticed
 	 * also counts a version dropped for its index: a generation) */
 	atomic_ullong source_changes;
+	atomic_ullong etag_unusable;  /* objects whose ETag changes at every answer */
 	atomic_ullong hidden_names;   /* entries hidden by a name conflict at the last listing */
 	atomic_ullong xattr_requests; /* getxattr and listxattr requests */
 	/* loader indexes (fs_loaderidx.c): builds of samples.tsv and wids.json;
@@ -452,6 +459,7 @@ struct fs {
 	gid_t gid;
 	int64_t mount_time;
 	struct fs_counters c;
+	atomic_int etag_unusable_said; /* 1 once the log said an object's ETag unusable */
 	/* Directories in which a file was looked up (fs_op_lookup): their
 	 * listings give every entry's attributes (--listing-attrs auto). A
 	 * lossy set: a slot holds the inode number of the last directory

@@ -3,7 +3,9 @@
  * removed under the mount) and queueing the invalidations of its inodes,
  * checking a local object against the source (a stat), and fs_ns_replace,
  * which a lookup calls to put a new version of one object in place of a
- * stale one (or to remove it) without a whole refresh.
+ * stale one (or to remove it) without a whole refresh; it notices a store
+ * whose ETag is new at every answer (etag_flips), whose objects' reads then
+ * fail with EPROTO unless --weak-etag trust.
  *
  * Non-goals: a whole refresh (fs_ns.c, fs_ns_apply.c).
  */
@@ -99,7 +101,7 @@ int64_t fs__ns_dir_entry_of(const struct fs_dir *d, const char *name, uint8_t ki
 /* The new version (info) of object o, appended as object *nidx (with its
  * shard), in o's directory: 0 or -errno. refresh_lock held. */
 static int ns_replace_append(struct fs *fs, const struct fs_obj *o,
-			     const struct backend_objinfo *info, uint32_t *nidx)
+			     const struct backend_objinfo *info, int etag_unusable, uint32_t *nidx)
 {
 	uint32_t n = fs->nobjs, ns = fs->nshards;
 	int same = strcmp(info->etag, o->info.etag) == 0 && info->size == o->info.size;
@@ -121,6 +123,7 @@ static int ns_replace_append(struct fs *fs, const struct fs_obj *o,
 	/* changed since the last refresh, unless this is the same version
 	 * again (a sidecar a read proved wrong) */
 	no->changed_since_refresh = o->changed_since_refresh || !same;
+	no->etag_unusable = etag_unusable;
 	err = fs__ns_shard_append(fs, *nidx, ns);
 	if (err < 0)
 		return err;
@@ -173,13 +176,80 @@ static void ns_replace_entries(struct fs *fs, uint32_t obj, const char *sdname,
 	disk_rwlock_unlock(&fs->ns->ns_lock);
 }
 
+/* HEADs in a row that must each answer a new ETag at the same size and
+ * mtime before an object's ETag is taken as unusable (etag_flips): the
+ * first is the one that replaces a version a read found changed; a real
+ * rewrite that keeps the size and mtime would have to land between each
+ * two of these back-to-back requests too, while a server whose ETag is new
+ * at every answer (a counter, a request id) otherwise loops for ever: read,
+ * ESTALE, relearn, read, ESTALE. Three costs two more HEADs, once. */
+#define FS_ETAG_PROBES 3
+
+/* 1 when the store's ETag of o cannot tell a version: info, the HEAD that
+ * replaces o (a version a read found changed), has o's size and mtime and
+ * another ETag, and FS_ETAG_PROBES - 1 more HEADs each answer yet another
+ * ETag at that size and mtime (o found so already: no more HEADs). info is
+ * the last answer. 0: a change as any other. refresh_lock held. */
+static int etag_flips(struct fs *fs, const struct fs_obj *o, struct backend_objinfo *info)
+{
+	if (backend_is_local(fs->be) ||
+	    atomic_load_explicit(&o->known, memory_order_acquire) != FS_INFO_KNOWN ||
+	    info->size != o->info.size || info->mtime != o->info.mtime ||
+	    strcmp(info->etag, o->info.etag) == 0)
+		return 0;
+	if (o->etag_unusable)
+		return 1;
+	for (int k = 1; k < FS_ETAG_PROBES; k++) {
+		struct backend_objinfo again;
+		int flipped;
+
+		if (backend_stat(fs->be, o->key, &again) < 0)
+			return 0;
+		flipped = again.size == info->size && again.mtime == info->mtime &&
+			  strcmp(again.etag, info->etag) != 0;
+		*info = again;
+		if (!flipped)
+			return 0;
+	}
+	return 1;
+}
+
+/* o's new version (info) has an ETag that changes at every answer
+ * (etag_flips): counted and said once per mount, the first object named.
+ * Under --weak-etag trust its version is its size (info->etag emptied:
+ * fills send no If-Match and compare no ETag), else reads fail with
+ * EPROTO (fs_obj_raw). */
+static void etag_unusable(struct fs *fs, const struct fs_obj *o, struct backend_objinfo *info)
+{
+	int trust = fs->cfg.ct.weak_etag_trust;
+
+	if (!o->etag_unusable) {
+		fs->c.etag_unusable++;
+		if (!atomic_exchange(&fs->etag_unusable_said, 1))
+			fs_log(FS_LOG_WARN,
+			       "%s: the server answered %d %s in a row with a new ETag (the "
+			       "last %s) at the same size (%" PRIu64 " bytes) and Last-Modified: "
+			       "its ETag cannot tell one version of the object from another, %s "
+			       "(objects found so are counted in etag_unusable)",
+			       o->key, FS_ETAG_PROBES,
+			       fs_plural(FS_ETAG_PROBES, "request", "requests"), info->etag,
+			       info->size,
+			       trust ? "so --weak-etag trust takes its size as its version"
+				     : "so its bytes cannot be checked and reads of it fail with "
+				       "EPROTO; mount with --weak-etag trust to take its size as "
+				       "its version");
+	}
+	if (trust)
+		info->etag[0] = '\0';
+}
+
 int fs_ns_replace(struct fs *fs, uint32_t obj)
 {
 	struct fs_obj *o = fs_obj(fs, obj), *no = NULL;
 	const char *sdname = o->codec >= 0 ? fs_shard(fs, o->shard)->dirname : NULL;
 	struct backend_objinfo info;
 	uint32_t nidx = 0;
-	int err, listed, gone;
+	int err, listed, gone, flips = 0;
 
 	disk_mutex_lock(&fs->ns->refresh_lock);
 	fs_ns_rdlock(fs);
@@ -209,8 +279,10 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 	    strcmp(info.etag, o->info.etag) == 0 && info.size == o->info.size &&
 	    !atomic_load(&o->sidecar_rejected))
 		fs_shard_forget(fs, o->key);
+	if (!gone && (flips = etag_flips(fs, o, &info)) != 0)
+		etag_unusable(fs, o, &info);
 	if (!gone) {
-		err = ns_replace_append(fs, o, &info, &nidx);
+		err = ns_replace_append(fs, o, &info, flips, &nidx);
 		if (err < 0)
 			goto out;
 		no = fs_obj(fs, nidx);

@@ -221,7 +221,8 @@ static const struct fs_opt cache_opts[] = {
      "objects whose ETag is weak or made of the mtime and size (nginx): check: a cached unit "
      "is fetched again and compared before units filled since are served (one request per "
      "fill; a change gives ESTALE, then the new version); trust: not compared (a same-size "
-     "rewrite that keeps the mtime can then mix two versions)"},
+     "rewrite that keeps the mtime can then mix two versions); an object whose ETag is new "
+     "at every answer: check: EPROTO, trust: its size is its version"},
     /* a prefetch's bytes (`shardfs prefetch`, the warm, a plan's lookahead)
      * are read later if at all: through the page cache they cost a copy,
      * their dirty writeback and, at eviction, the punch's folio work, which

@@ -679,6 +679,9 @@ int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw)
 			fs_log(FS_LOG_ERR, "%s: cannot open: %s", o->key, strerror(-err));
 		return err;
 	}
+	/* its ETag changes at every answer (fs_ns_replace said so once) */
+	if (o->etag_unusable && !fs->cfg.ct.weak_etag_trust)
+		return -EPROTO;
 	disk_mutex_lock(&o->lock);
 	if (!o->raw)
 		err = cachetier_obj_open(fs->ct, &o->info, CACHETIER_RAW, &o->raw);
