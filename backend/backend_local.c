@@ -376,8 +376,9 @@ static int local_list(struct backend *be, backend_list_cb cb, void *arg)
 	disk_mutex_unlock(&l->lock);
 	w->now = calloc(1, sizeof(*w->now));
 	err = local_walk(w, 0, 0);
-	if (err == 0 && w->now) { /* a whole listing: what it said is the last */
-		qsort(w->now->v, w->now->n, sizeof(*w->now->v), said_cmp);
+	if (err == 0 && w->now) {  /* a whole listing: what it said is the last */
+		if (w->now->n > 1) /* an empty set has no array (v NULL) */
+			qsort(w->now->v, w->now->n, sizeof(*w->now->v), said_cmp);
 		said_free(w->last);
 		w->last = w->now;
 		w->now = NULL;
