@@ -6,7 +6,7 @@ in the order given, round 2 reversed, ...) in one invocation, so the load of a s
 hits every build alike.
 
     /usr/bin/python3 tests/bench/ab_prefetch.py [--rounds 10] [--size-mb 512] [--curl]
-        [--perf DIR | --strace DIR] [--mount-opts "..."] NAME=BIN [NAME=BIN ...]
+        [--perf DIR | --strace DIR | --trace DIR] [--mount-opts "..."] NAME=BIN [NAME=BIN ...]
 
 BIN: shardfs binaries (release builds; compare.sh makes build-bench-REV/shardfs). For each
 prefetch: the daemon's CPU per GB filled from its threads' schedstat run time (exact, not 10 ms
@@ -18,7 +18,10 @@ a side: curl of each shard to a file, 8 at a time, its CPU (rusage) per GB writt
 ratio). --perf DIR: `perf record -g -F 4999` of the daemon over each prefetch, into
 DIR/NAME-rROUND.data (perf starts 1.5 s before; its cost is in the figures: compare profiles,
 not CPU, of such runs); --strace DIR: `strace -c -f` of the daemon over each prefetch the same
-way (it slows every thread: counts, not times). Prints every run, then each side's medians
+way (it slows every thread: counts, not times); --trace DIR: `perf trace -s` the same way (the
+system calls counted by thread). Each run's wake-ups per GB by thread are its threads'
+voluntary context switches (a thread's sleeps: the I/O loop's epoll_wait, the writer's
+sem_wait). Prints every run, then each side's medians
 (min-max). Root (mounts), the data set of link_bench.py (made there if missing).
 """
 import argparse
@@ -60,6 +63,10 @@ def recorder(a0, name, r, pid):
         os.makedirs(a0.strace, exist_ok=True)
         cmd = ['strace', '-c', '-f', '-p', str(pid), '-o',
                os.path.join(a0.strace, '%s-r%d.txt' % (name, r))]
+    elif a0.trace:
+        os.makedirs(a0.trace, exist_ok=True)
+        cmd = ['perf', 'trace', '-s', '-p', str(pid), '-o',
+               os.path.join(a0.trace, '%s-r%d.txt' % (name, r))]
     else:
         return None
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -89,7 +96,10 @@ def one_prefetch(a, a0, emu, name, r):
     gb = fetched / 1e9
     per = {k: (c1[k] - c0.get(k, 0)) / 1e9 / gb for k in c1}
     sw = sum(sum(w1[k]) - sum(w0.get(k, [0, 0])) for k in w1) / gb
-    return dict(cpu=sum(per.values()), per=per, sw=sw, flt=(f1 - f0) / gb, secs=secs,
+    # voluntary switches by thread: its sleeps, so its wake-ups (the I/O loop's epoll_wait,
+    # the writer's sem_wait)
+    wk = {k: (w1[k][0] - w0.get(k, [0, 0])[0]) / gb for k in w1}
+    return dict(cpu=sum(per.values()), per=per, sw=sw, wk=wk, flt=(f1 - f0) / gb, secs=secs,
                 pauses=pauses, maps=maps, load=os.getloadavg()[0])
 
 
@@ -100,7 +110,7 @@ def one_curl(a, emu):
     jobs = [['curl', '-s', '--fail', '-o', os.path.join(dl, nm), emu.url(nm)] for nm in a.names]
     secs, cpu = lb.curl_pool(jobs, len(jobs))
     shutil.rmtree(dl)
-    return dict(cpu=cpu / (a.total / 1e9), per={}, sw=0, flt=0, secs=secs, pauses='-', maps='-',
+    return dict(cpu=cpu / (a.total / 1e9), per={}, sw=0, wk={}, flt=0, secs=secs, pauses='-', maps='-',
                 load=os.getloadavg()[0])
 
 
@@ -111,6 +121,7 @@ def main():
     ap.add_argument('--curl', action='store_true')
     ap.add_argument('--perf', metavar='DIR')
     ap.add_argument('--strace', metavar='DIR')
+    ap.add_argument('--trace', metavar='DIR')
     ap.add_argument('--mount-opts', default='')
     ap.add_argument('--emu', help='the link emulator (default: tests/linkemu next to the '
                     'first BIN)')
@@ -157,6 +168,10 @@ def main():
                           x['maps'], x['load'], ' '.join('%s=%.3f' % (k, v) for k, v in
                                               sorted(x['per'].items()) if v >= 0.001)),
                       flush=True)
+                if x['wk']:
+                    print('   wake-ups/GB %s' % ' '.join('%s=%.0f' % (k, v) for k, v in
+                                                        sorted(x['wk'].items()) if v >= 1),
+                          flush=True)
     finally:
         if emu is not None:
             lb.stop_emu(emu)
@@ -176,6 +191,11 @@ def main():
             med([x['sw'] for x in xs]), med([x['flt'] for x in xs]),
             ' '.join('%s=%.3f' % (k, med([x['per'].get(k, 0) for x in xs])) for k in ks
                      if med([x['per'].get(k, 0) for x in xs]) >= 0.001)))
+        ks = sorted({k for x in xs for k in x['wk']})
+        if ks:
+            print('%-10s wake-ups/GB (voluntary switches by thread), median: %s' % (
+                name, ' '.join('%s=%.0f' % (k, med([x['wk'].get(k, 0) for x in xs])) for k in ks
+                               if med([x['wk'].get(k, 0) for x in xs]) >= 1)))
 
 
 if __name__ == '__main__':
