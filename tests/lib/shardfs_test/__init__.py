@@ -7,7 +7,8 @@ Modules (import the ones you need; none is imported here):
   shardgen    shard generator of the mount tests (GNU tar, gzip, zstd)
   stress      fast ustar shards with a member catalogue, classified reads, /proc resources
   net         free_port, wait_port, stop_process; Handler, ThreadingServer, LoopbackServer: the
-              Python stand-ins' HTTP server
+              Python stand-ins' HTTP server; ObjectHandler: the hostile tests' object servers
+              (serve(head), answer, span/part of a Range)
   web         nginx (autoindex, redirector, TLS), make_tls; proxies: LoopbackProxy, FaultProxy,
               GateProxy, HoldProxy, SlowProxy (throttles, holds fills in flight)
   rawhttp     Scripted: an HTTP/1.x server of one object whose every answer the test builds

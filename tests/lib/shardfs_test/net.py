@@ -1,8 +1,10 @@
 """Loopback networking for the test servers: free ports on 127.0.0.1, waiting until a server
-listens, stopping it, and the threading HTTP server class the Python stand-ins run on.
+listens, stopping it, the threading HTTP server class the Python stand-ins run on, and the
+request handler bases (Handler; ObjectHandler, the hostile tests' object servers).
 Python 3 stdlib."""
 
 import http.server
+import re
 import socket
 import socketserver
 import subprocess
@@ -68,6 +70,52 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
 
 
+class ObjectHandler(Handler):
+    """Handler of the hostile tests' small object servers (they answer as they are told to,
+    lies included): TCP_NODELAY, HEAD and GET both to serve(head), answer() that sends the
+    headers as given (no Content-Type of its own), and a request's byte range."""
+
+    def setup(self):
+        super().setup()
+        # headers and body are separate writes: without this, Nagle and delayed ACKs make
+        # every answer take 40 ms
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def do_HEAD(self):
+        self.serve(True)
+
+    def do_GET(self):
+        self.serve(False)
+
+    def serve(self, head):
+        raise NotImplementedError
+
+    def answer(self, code, headers, body=b''):
+        """Status code, the (name, value) headers as given, then body (what the caller passes:
+        an empty one for HEAD)."""
+        self.send_response(code)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+
+    def span(self, size):
+        """(a, b), the first and last byte of the request's 'Range: bytes=A-[B]' in an object
+        of size bytes (b clipped to its end); None without such a header."""
+        r = re.match(r'bytes=(\d+)-(\d*)$', self.headers.get('Range') or '')
+        if not r:
+            return None
+        b = int(r.group(2)) if r.group(2) else size - 1
+        return int(r.group(1)), min(b, size - 1)
+
+    def part(self, data):
+        """The body and Content-Range of the request's range of data (all of it without a
+        Range): (bytes, [('Content-Range', ...)]), for a 206."""
+        a, b = self.span(len(data)) or (0, len(data) - 1)
+        return data[a:b + 1], [('Content-Range', 'bytes %d-%d/%d' % (a, b, len(data)))]
+
+
 class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     """An HTTP server with one daemon thread per connection (the stand-ins' base)."""
     daemon_threads = True
@@ -86,6 +134,10 @@ class LoopbackServer:
         self.httpd.owner = self
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
+
+    def url(self, path=''):
+        """http://127.0.0.1:PORT/path"""
+        return 'http://127.0.0.1:%d/%s' % (self.port, path)
 
     def stop(self):
         self.httpd.shutdown()

@@ -27,13 +27,11 @@ sys.dont_write_bytecode = True
 import errno  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
-import socket  # noqa: E402
 import threading  # noqa: E402
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
-from shardfs_test import web  # noqa: E402
+from shardfs_test import net  # noqa: E402
 
 log = ml.log
 NAMES = ['fixed', 'flip']
@@ -41,9 +39,9 @@ NAMES = ['fixed', 'flip']
 PROBES = 3
 
 
-class Flip:
-    """ThreadingHTTPServer on 127.0.0.1: /d/NAME.tar for NAME in objects; flip.tar's ETag is
-    new at every answer. requests[(method, NAME)] counts what it was asked."""
+class Flip(net.LoopbackServer):
+    """A server on 127.0.0.1: /d/NAME.tar for NAME in objects; flip.tar's ETag is new at every
+    answer. requests[(method, NAME)] counts what it was asked."""
 
     def __init__(self, objects):
         self.objects = objects
@@ -53,30 +51,7 @@ class Flip:
         self.lock = threading.Lock()
         outer = self
 
-        class H(BaseHTTPRequestHandler):
-            protocol_version = 'HTTP/1.1'
-
-            def log_message(self, *a):
-                pass
-
-            def setup(self):
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def do_HEAD(self):
-                self.serve(True)
-
-            def do_GET(self):
-                self.serve(False)
-
-            def reply(self, code, headers, body=b''):
-                self.send_response(code)
-                for k, v in headers:
-                    self.send_header(k, v)
-                self.end_headers()
-                if body:
-                    self.wfile.write(body)
-
+        class H(net.ObjectHandler):
             def serve(self, head):
                 m = re.match(r'/d/(\w+)\.tar$', self.path.split('?')[0])
                 name = m.group(1) if m else ''
@@ -91,44 +66,19 @@ class Flip:
                     else:
                         etag = '"s1"'
                 if name not in outer.objects:
-                    return self.reply(404, [('Content-Length', '0')])
+                    return self.answer(404, [('Content-Length', '0')])
                 data = outer.objects[name]
                 hdr = [('ETag', etag), ('Last-Modified', 'Tue, 14 Nov 2023 22:13:20 GMT')]
                 if head:
-                    return self.reply(200, hdr + [('Content-Length', str(len(data)))])
-                r = re.match(r'bytes=(\d+)-(\d*)$', self.headers.get('Range') or '')
-                a = int(r.group(1)) if r else 0
-                b = int(r.group(2)) if r and r.group(2) else len(data) - 1
-                b = min(b, len(data) - 1)
-                body = data[a:b + 1]
-                hdr += [('Content-Range', 'bytes %d-%d/%d' % (a, b, len(data))),
-                        ('Content-Length', str(len(body)))]
-                self.reply(206, hdr, body)
+                    return self.answer(200, hdr + [('Content-Length', str(len(data)))])
+                body, cr = self.part(data)
+                self.answer(206, hdr + cr + [('Content-Length', str(len(body)))], body)
 
-        self.srv = ThreadingHTTPServer(('127.0.0.1', web.free_port()), H)
-        self.srv.daemon_threads = True
-        self.port = self.srv.server_address[1]
-        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
-        self.thread.start()
+        self.serve(H)
 
     def count(self, name):
         with self.lock:
             return {m: n for (m, nm), n in sorted(self.requests.items()) if nm == name}
-
-    def url(self, path):
-        return 'http://127.0.0.1:%d/%s' % (self.port, path)
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
-def outcome(path):
-    try:
-        with open(path, 'rb') as f:
-            return ('ok', f.read())
-    except OSError as e:
-        return ('err', e.errno)
 
 
 def run(env, ck, trust):
@@ -145,36 +95,36 @@ def run(env, ck, trust):
         with ml.Mount(env, srv.url('d/{%s}.tar' % ','.join(NAMES)), cache_dir=env.path('cache'),
                       extra=extra) as m:
             def fixed_exact(when):
-                ck.eq('%s: fixed.tar' % when, outcome(os.path.join(m.mnt, 'fixed.tar')),
+                ck.eq('%s: fixed.tar' % when, ml.read_result(os.path.join(m.mnt, 'fixed.tar')),
                       ('ok', objects['fixed']))
                 for name, data in members['fixed']:
                     ck.eq('%s: fixed/%s' % (when, name),
-                          outcome(os.path.join(m.mnt, 'fixed', name)), ('ok', data))
+                          ml.read_result(os.path.join(m.mnt, 'fixed', name)), ('ok', data))
 
             flip = os.path.join(m.mnt, 'flip.tar')
             fixed_exact('before')
             # the HEAD learns "f1"; the GET answers "f2": the object changed, as far as a
             # read can tell
-            ck.eq('first read of flip.tar', outcome(flip), ('err', errno.ESTALE))
+            ck.eq('first read of flip.tar', ml.read_result(flip), ('err', errno.ESTALE))
             ck.eq('requests after the first read', srv.count('flip'), {'GET': 1, 'HEAD': 1})
             # the kernel may open the old version's inode again until the daemon's
             # invalidation of it is through (ESTALE, no request); then the next lookup asks
             # PROBES HEADs, each answering a new ETag at the same size
-            got = ml.poll(lambda: (lambda r: r != ('err', errno.ESTALE) and r)(outcome(flip)))
+            got = ml.poll(lambda: (lambda r: r != ('err', errno.ESTALE) and r)(ml.read_result(flip)))
             got = got or ('err', errno.ESTALE)
             if trust:
                 ck.eq('flip.tar, trusted', got, ('ok', objects['flip']))
                 for name, data in members['flip']:
                     ck.eq('flip/%s, trusted' % name,
-                          outcome(os.path.join(m.mnt, 'flip', name)), ('ok', data))
-                ck.eq('flip.tar again, trusted', outcome(flip), ('ok', objects['flip']))
+                          ml.read_result(os.path.join(m.mnt, 'flip', name)), ('ok', data))
+                ck.eq('flip.tar again, trusted', ml.read_result(flip), ('ok', objects['flip']))
             else:
                 ck.eq('flip.tar, read after', got, ('err', errno.EPROTO))
                 for k in range(3):
-                    ck.eq('flip.tar, read %d after' % (k + 2), outcome(flip),
+                    ck.eq('flip.tar, read %d after' % (k + 2), ml.read_result(flip),
                           ('err', errno.EPROTO))
                 for name, _ in members['flip']:
-                    ck.eq('flip/%s' % name, outcome(os.path.join(m.mnt, 'flip', name)),
+                    ck.eq('flip/%s' % name, ml.read_result(os.path.join(m.mnt, 'flip', name)),
                           ('err', errno.EPROTO))
                 # no request after the HEADs: the loop is stopped
                 ck.eq('requests, all', srv.count('flip'), {'GET': 1, 'HEAD': 1 + PROBES})
@@ -202,7 +152,7 @@ def run(env, ck, trust):
         ck.eq('ESTALE lines for flip.tar',
               len(re.findall(r'flip\.tar changed under the mount', text)), 1)
     finally:
-        srv.close()
+        srv.stop()
 
 
 def group_check(env, ck):

@@ -28,20 +28,17 @@ import errno
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
-from shardfs_test import web  # noqa: E402
+from shardfs_test import net  # noqa: E402
 
 RSS_BOUND = 64 << 20
 TB = 1 << 40
@@ -92,8 +89,8 @@ def read_log(m, env):
 # The hostile server
 # ---------------------------------------------------------------------------------------------
 
-class Hostile:
-    """ThreadingHTTPServer on 127.0.0.1; behaviour chosen by self.mode and the path."""
+class Hostile(net.LoopbackServer):
+    """A server on 127.0.0.1; behaviour chosen by self.mode and the path."""
 
     def __init__(self):
         self.mode = None
@@ -103,31 +100,14 @@ class Hostile:
         self.s3_pages = 0
         outer = self
 
-        class H(BaseHTTPRequestHandler):
-            protocol_version = 'HTTP/1.1'
-
-            def log_message(self, *a):
-                pass
-
-            def setup(self):
-                super().setup()
-                # headers and body are separate writes: without this, Nagle and delayed ACKs
-                # make every response take 40 ms
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
+        class H(net.ObjectHandler):
             def do_HEAD(self):
                 outer.requests += 1
                 path = self.path.split('?')[0]
                 if path not in outer.objects:
-                    self.send_response(404)
-                    self.send_header('Content-Length', '0')
-                    self.end_headers()
-                    return
-                self.send_response(200)
-                self.send_header('Content-Length', str(outer.sizes[path]))
-                self.send_header('ETag', '"e1"')
-                self.send_header('Last-Modified', 'Tue, 14 Nov 2023 22:13:20 GMT')
-                self.end_headers()
+                    return self.answer(404, [('Content-Length', '0')])
+                self.answer(200, [('Content-Length', str(outer.sizes[path])), ('ETag', '"e1"'),
+                                  ('Last-Modified', 'Tue, 14 Nov 2023 22:13:20 GMT')])
 
             def do_GET(self):
                 outer.requests += 1
@@ -139,9 +119,7 @@ class Hostile:
                         return self.s3_listing(query)
                     if path in outer.objects:
                         return self.object(path)
-                    self.send_response(404)
-                    self.send_header('Content-Length', '0')
-                    self.end_headers()
+                    self.answer(404, [('Content-Length', '0')])
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
@@ -152,11 +130,7 @@ class Hostile:
                      'mtime': 'Tue, 14 Nov 2023 22:13:20 GMT'},
                     {'name': 'f.txt', 'type': 'file', 'size': 1,
                      'mtime': 'Tue, 14 Nov 2023 22:13:20 GMT'}]).encode()
-                self.send_response(200)
-                self.send_header('Content-Type', 'application/json')
-                self.send_header('Content-Length', str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(200, body, 'application/json')
 
             def s3_listing(self, query):
                 outer.s3_pages += 1
@@ -173,42 +147,28 @@ class Hostile:
                             '<Contents><Key>k%d.tar</Key><LastModified>2023-11-14T22:13:20.000Z'
                             '</LastModified><ETag>"e%d"</ETag><Size>10240</Size></Contents>'
                             % (n, n), tok)).encode()
-                self.send_response(200)
-                self.send_header('Content-Type', 'application/xml')
-                self.send_header('Content-Length', str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(200, body, 'application/xml')
 
             def object(self, path):
                 data = outer.objects[path]
                 size = outer.sizes[path]
-                rng = self.headers.get('Range')
-                m = re.match(r'bytes=(\d+)-(\d*)$', rng or '')
-                if outer.mode == 'range200' or not m:
+                span = self.span(size)
+                if outer.mode == 'range200' or not span:
                     # ignores Range: the whole (1 TB) object from offset 0, forever
-                    self.send_response(200)
-                    self.send_header('Content-Length', str(size))
-                    self.send_header('ETag', '"e1"')
-                    self.end_headers()
+                    self.answer(200, [('Content-Length', str(size)), ('ETag', '"e1"')])
                     self.stream(data, 0)
                     return
-                a = int(m.group(1))
-                b = int(m.group(2)) if m.group(2) else size - 1
-                b = min(b, size - 1)
-                self.send_response(206)
-                self.send_header('Content-Range', 'bytes %d-%d/%d' % (a, b, size))
-                self.send_header('ETag', '"e1"')
+                a, b = span
+                hdr = [('Content-Range', 'bytes %d-%d/%d' % (a, b, size)), ('ETag', '"e1"')]
                 if outer.mode == 'range206':
                     # no Content-Length, body delimited by close, and far too long
-                    self.send_header('Connection', 'close')
-                    self.end_headers()
+                    self.answer(206, hdr + [('Connection', 'close')])
                     self.close_connection = True
                     self.stream(data, a)
                     return
-                self.send_header('Content-Length', str(b - a + 1))
-                self.end_headers()
                 chunk = data[a:b + 1]
-                self.wfile.write(chunk + bytes(b + 1 - a - len(chunk)))
+                self.answer(206, hdr + [('Content-Length', str(b - a + 1))],
+                            chunk + bytes(b + 1 - a - len(chunk)))
 
             def stream(self, data, off):
                 """The object's bytes from off, then zeros, until the client hangs up (at most
@@ -222,18 +182,8 @@ class Hostile:
                     self.wfile.write(zeros)
                     sent += len(zeros)
 
-        self.srv = ThreadingHTTPServer(('127.0.0.1', web.free_port()), H)
-        self.srv.daemon_threads = True
-        self.port = self.srv.server_address[1]
-        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
-        self.thread.start()
+        self.serve(H)
 
-    def url(self, path=''):
-        return 'http://127.0.0.1:%d/%s' % (self.port, path)
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +244,7 @@ def t_range(env, ck):
                     mode, after - before))
                 ck.ok(os.path.isdir(os.path.join(m.mnt, 'shard')), '%s: mount answers' % mode)
     finally:
-        srv.close()
+        srv.stop()
 
 
 def peak_bound(env):
@@ -334,7 +284,7 @@ def t_listing(env, ck):
         log('listing: %d requests served' % srv.requests)
         ck.ok(srv.requests < 1000, 'listing: %d requests' % srv.requests)
     finally:
-        srv.close()
+        srv.stop()
 
 
 def t_s3list(env, ck):
@@ -355,7 +305,7 @@ def t_s3list(env, ck):
         log('s3loop: %d pages served' % srv.s3_pages)
         ck.ok(srv.s3_pages <= 5, 's3loop: %d pages' % srv.s3_pages)
     finally:
-        srv.close()
+        srv.stop()
 
 
 def t_tarsize(env, ck):
@@ -403,7 +353,7 @@ def t_tarsize(env, ck):
         text = read_log(m, env)
         ck.ok('damaged' in text, 'tarsize: the log says damaged')
     finally:
-        srv.close()
+        srv.stop()
 
 
 BOMB_GIB = 10

@@ -35,22 +35,19 @@ import errno  # noqa: E402
 import gzip  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
-import socket  # noqa: E402
-import threading  # noqa: E402
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 from xml.sax.saxutils import escape  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
-from shardfs_test import web  # noqa: E402
+from shardfs_test import net  # noqa: E402
 
 log = ml.log
 LIARS = ['good', 'gzip', 'long', 'etag', 'loop']
 
 
-class Liar:
-    """ThreadingHTTPServer on 127.0.0.1: /d/NAME.tar for NAME in LIARS (objects[NAME] its
-    bytes), each lying as its name says; /x/ answers with text that is not HTTP."""
+class Liar(net.LoopbackServer):
+    """A server on 127.0.0.1: /d/NAME.tar for NAME in LIARS (objects[NAME] its bytes), each
+    lying as its name says; /x/ answers with text that is not HTTP."""
 
     def __init__(self, objects):
         self.objects = objects
@@ -59,30 +56,7 @@ class Liar:
         self.s3_shard = b''
         outer = self
 
-        class H(BaseHTTPRequestHandler):
-            protocol_version = 'HTTP/1.1'
-
-            def log_message(self, *a):
-                pass
-
-            def setup(self):
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def do_HEAD(self):
-                self.serve(True)
-
-            def do_GET(self):
-                self.serve(False)
-
-            def reply(self, code, headers, body=b''):
-                self.send_response(code)
-                for k, v in headers:
-                    self.send_header(k, v)
-                self.end_headers()
-                if body:
-                    self.wfile.write(body)
-
+        class H(net.ObjectHandler):
             def s3_listing(self):
                 items = ''.join(
                     '<Contents><Key>%s</Key><LastModified>2023-11-14T22:13:20.000Z'
@@ -94,8 +68,8 @@ class Liar:
                         '</Prefix><KeyCount>%d</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>'
                         'false</IsTruncated>%s</ListBucketResult>'
                         % (len(outer.s3_keys), items)).encode()
-                self.reply(200, [('Content-Type', 'application/xml'),
-                                 ('Content-Length', str(len(body)))], body)
+                self.answer(200, [('Content-Type', 'application/xml'),
+                                  ('Content-Length', str(len(body)))], body)
 
             def serve(self, head):
                 outer.requests += 1
@@ -109,27 +83,23 @@ class Liar:
                 if path in ('/bkt', '/bkt/') and 'list-type' in self.path:
                     return self.s3_listing()
                 if path.startswith('/bkt/'):
-                    return self.reply(200, [('Content-Length', str(len(outer.s3_shard))),
-                                            ('ETag', '"k1"')],
-                                      b'' if head else outer.s3_shard)
+                    return self.answer(200, [('Content-Length', str(len(outer.s3_shard))),
+                                             ('ETag', '"k1"')],
+                                       b'' if head else outer.s3_shard)
                 m = re.match(r'/d/(\w+)\.tar$', path)
                 name = m.group(1) if m else ''
                 if name in ('loop', 'loop2'):
                     other = '/d/loop2.tar' if name == 'loop' else '/d/loop.tar'
-                    return self.reply(302, [('Location', other), ('Content-Length', '0')])
+                    return self.answer(302, [('Location', other), ('Content-Length', '0')])
                 if name not in outer.objects:
-                    return self.reply(404, [('Content-Length', '0')])
+                    return self.answer(404, [('Content-Length', '0')])
                 data = outer.objects[name]
                 etag = '"e%d"' % n if name == 'etag' else '"e1"'
                 if head:
-                    return self.reply(200, [('Content-Length', str(len(data))), ('ETag', etag),
-                                            ('Last-Modified', 'Tue, 14 Nov 2023 22:13:20 GMT')])
-                r = re.match(r'bytes=(\d+)-(\d*)$', self.headers.get('Range') or '')
-                a = int(r.group(1)) if r else 0
-                b = int(r.group(2)) if r and r.group(2) else len(data) - 1
-                b = min(b, len(data) - 1)
-                body = data[a:b + 1]
-                hdr = [('Content-Range', 'bytes %d-%d/%d' % (a, b, len(data))), ('ETag', etag)]
+                    return self.answer(200, [('Content-Length', str(len(data))), ('ETag', etag),
+                                             ('Last-Modified', 'Tue, 14 Nov 2023 22:13:20 GMT')])
+                body, hdr = self.part(data)
+                hdr.append(('ETag', etag))
                 if name == 'gzip':
                     body = gzip.compress(body, mtime=0)
                     hdr.append(('Content-Encoding', 'gzip'))
@@ -138,28 +108,9 @@ class Liar:
                     hdr += [('Content-Length', str(len(body) + 100)), ('Connection', 'close')]
                 else:
                     hdr.append(('Content-Length', str(len(body))))
-                self.reply(206, hdr, body)
+                self.answer(206, hdr, body)
 
-        self.srv = ThreadingHTTPServer(('127.0.0.1', web.free_port()), H)
-        self.srv.daemon_threads = True
-        self.port = self.srv.server_address[1]
-        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path):
-        return 'http://127.0.0.1:%d/%s' % (self.port, path)
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
-def outcome(path):
-    try:
-        with open(path, 'rb') as f:
-            return ('ok', f.read())
-    except OSError as e:
-        return ('err', e.errno)
+        self.serve(H)
 
 
 def stat_errno(path):
@@ -179,12 +130,12 @@ def group_liar(env, ck):
     try:
         source = srv.url('d/{%s}.tar' % ','.join(LIARS))
         with ml.Mount(env, source, cache_dir=env.path('cache')) as m:
-            ck.eq('good.tar', outcome(os.path.join(m.mnt, 'good.tar')), ('ok', objects['good']))
+            ck.eq('good.tar', ml.read_result(os.path.join(m.mnt, 'good.tar')), ('ok', objects['good']))
             for name, data in members['good']:
-                ck.eq('good/%s' % name, outcome(os.path.join(m.mnt, 'good', name)), ('ok', data))
-            ck.eq('gzip.tar', outcome(os.path.join(m.mnt, 'gzip.tar')), ('err', errno.EIO))
-            ck.eq('long.tar', outcome(os.path.join(m.mnt, 'long.tar')), ('err', errno.EIO))
-            ck.eq('etag.tar', outcome(os.path.join(m.mnt, 'etag.tar')), ('err', errno.ESTALE))
+                ck.eq('good/%s' % name, ml.read_result(os.path.join(m.mnt, 'good', name)), ('ok', data))
+            ck.eq('gzip.tar', ml.read_result(os.path.join(m.mnt, 'gzip.tar')), ('err', errno.EIO))
+            ck.eq('long.tar', ml.read_result(os.path.join(m.mnt, 'long.tar')), ('err', errno.EIO))
+            ck.eq('etag.tar', ml.read_result(os.path.join(m.mnt, 'etag.tar')), ('err', errno.ESTALE))
             ck.eq('loop.tar stat', stat_errno(os.path.join(m.mnt, 'loop.tar')), errno.EIO)
         text = ml.logs_under(env.path('cache'))
         host = '127.0.0.1:%d' % srv.port
@@ -217,7 +168,7 @@ def group_liar(env, ck):
               'text server: no "not an HTTP answer" in %r' % err)
         ck.ok(not ml.is_mounted(mnt), 'text server: mounted')
     finally:
-        srv.close()
+        srv.stop()
 
 
 UNPATHED = ['a/../esc.tar', '../up.tar', '/abs.tar', 'a//dbl.tar', './dot.tar', 'd/./x.tar', '..',
@@ -249,9 +200,9 @@ def group_s3keys(env, ck):
                     want.add(k[:-len('.tar')])
             got = set(os.listdir(m.mnt)) - {'.shardfs'}
             ck.eq('s3keys: the root', sorted(got), sorted(want))
-            ck.eq('s3keys: good/m.txt', outcome(os.path.join(m.mnt, 'good', 'm.txt')),
+            ck.eq('s3keys: good/m.txt', ml.read_result(os.path.join(m.mnt, 'good', 'm.txt')),
                   ('ok', b'hello\n'))
-            ck.eq('s3keys: nl\\nname/m.txt', outcome(os.path.join(m.mnt, 'nl\nname', 'm.txt')),
+            ck.eq('s3keys: nl\\nname/m.txt', ml.read_result(os.path.join(m.mnt, 'nl\nname', 'm.txt')),
                   ('ok', b'hello\n'))
             ck.ok(os.path.isfile(os.path.join(m.mnt, '.shardfs', 'stats')) and
                   b'objects' in ml.read_all(os.path.join(m.mnt, '.shardfs', 'stats')),
@@ -262,7 +213,7 @@ def group_s3keys(env, ck):
         ck.eq('s3keys: the log line, times', text.count(line), 1)
         ck.eq('s3keys: lines about keys not shown', text.count('of the listing not shown'), 1)
     finally:
-        srv.close()
+        srv.stop()
 
 
 GROUPS = {'liar': (group_liar, 240), 's3keys': (group_s3keys, 240)}
