@@ -82,6 +82,9 @@ struct cachetier_config {
 	unsigned small_fills;	      /* most fills in flight when those of small planned ranges
 				       * (the rules' small ones) count too: the store's
 				       * max_connections (below fill_threads - 1: fill_threads - 1) */
+	unsigned cursor_fills;	      /* a prefetch cursor's fill starts only while fewer large
+				       * prefetch fills run (--prefetch-connections; 0: no
+				       * bound but fill_threads') */
 	unsigned local_fds_max;	      /* most fds of local source files kept open at once
 				       * (0: RLIMIT_NOFILE's soft limit less a reserve) */
 	int direct_fills;	      /* 1: prefetch fills' whole blocks written with O_DIRECT
@@ -475,6 +478,7 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
 struct cachetier_pf_counts {
 	unsigned fill_threads; /* large fills at once: the store's connections and one */
 	unsigned small_fills;  /* fills at once, small planned ranges too, less one */
+	unsigned cursor_fills; /* large prefetch fills at once for a cursor's to start (0: any) */
 	unsigned rd_queued;    /* demand and readahead jobs queued */
 	unsigned rd_inflight;  /* demand and readahead fills in flight */
 	unsigned ra_busy;      /* readahead jobs queued and fills in flight */

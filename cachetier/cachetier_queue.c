@@ -71,6 +71,7 @@ static struct cachetier_pf_counts pf_counts(const struct cachetier *ct)
 	struct cachetier_pf_counts k = {
 	    .fill_threads = ct->cfg.fill_threads,
 	    .small_fills = ct->cfg.small_fills,
+	    .cursor_fills = ct->cfg.cursor_fills,
 	    .rd_queued = ct->rd_queued,
 	    .rd_inflight = ct->rd_inflight,
 	    .ra_busy = ct->ra_busy,

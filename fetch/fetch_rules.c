@@ -178,8 +178,9 @@ static int rules_miss_whole(int streams, uint64_t used, uint64_t chunk, uint64_t
  * at the front of the ranges, within rules_range_max (no slow start) of a budget of
  * small_fills + 1 slots if its next fill is small, of fill_threads large
  * ones if not; then the prefetch cursor of the object at the front (the
- * one a reader read last), within rules_pf_max of fill_threads. A range
- * that waits for a slot does not hold back a cursor's fill. */
+ * one a reader read last), within rules_pf_max of fill_threads and while
+ * fewer than cursor_fills (--prefetch-connections) large prefetch fills
+ * run. A range that waits for a slot does not hold back a cursor's fill. */
 static enum cachetier_queue rules_next(const struct cachetier_pf_counts *k,
 				       const struct cachetier_queue_heads *q)
 {
@@ -194,7 +195,8 @@ static enum cachetier_queue rules_next(const struct cachetier_pf_counts *k,
 		return CACHETIER_Q_RANGE;
 	if (q->range == 0 && pf_large < rules_range_max(k, k->fill_threads))
 		return CACHETIER_Q_RANGE;
-	if (q->cursor && pf_large < rules_pf_max(k, k->fill_threads))
+	if (q->cursor && pf_large < rules_pf_max(k, k->fill_threads) &&
+	    (!k->cursor_fills || pf_large < k->cursor_fills))
 		return CACHETIER_Q_CURSOR;
 	return CACHETIER_Q_NONE;
 }

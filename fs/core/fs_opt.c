@@ -279,7 +279,8 @@ static const struct fs_opt store_opts[] = {
      * ranges of at most 1 MiB (FETCH_SMALL_FILL_BYTES) may run past
      * --connections up to this many in all (object stores serve thousands
      * of requests a second per prefix); demand, readahead and whole-object
-     * prefetch fills keep --connections. Measured with
+     * prefetch fills keep --connections (the last within
+     * --prefetch-connections). Measured with
      * tests/bench/link_bench.py --only plan --quick --plan-loaders bytes
      * (512 MB, 30 ms, 60 MB/s per connection; one run each on the 2-core
      * machine shared with other builds, load 3.7-5): reads of the planned
@@ -298,6 +299,21 @@ static const struct fs_opt store_opts[] = {
      "256", 1, 4096, "N",
      "most parallel connections while small planned ranges are fetched (at least "
      "--connections: a smaller value is refused; not given, it is raised to --connections)"},
+    /* A whole-object prefetch (shardfs prefetch, --warm, --prefetch-shards)
+     * on the bench's link (60 MB/s a connection, 30 ms to first byte, 8
+     * shards of 64 MB, 8 MiB requests) is bound by this 2-core VM's CPU,
+     * not by the link, at 16 connections as at 32: the same or less wall
+     * time, and the daemon's CPU-s per GB filled lower at 16 in four A/Bs
+     * (-10 %, -4 %, -17 % by --connections, -13 % by this option, at the
+     * median; the I/O loop's share most: 17 fills' buffers and sockets in
+     * flight against 33, half the pauses; tests/bench/README.md, "L4: the
+     * count side"). 16 at 60 MB/s is 0.96 GB/s, twice what curl moved of 8
+     * shards at once there. Cursors only: readers' fills and planned ranges
+     * keep --connections. */
+    {"prefetch-connections", 0, FS_OPT_UINT, CFG(ct.cursor_fills), 0, "16", 1, 1024, "N",
+     "most whole-object prefetch fills (shardfs prefetch, --warm, --prefetch-shards) in "
+     "flight at once (within --connections; readers' fills and planned ranges are not bound "
+     "by it)"},
     {"ca-file", 0, FS_OPT_STR, CFG(be.ca_file), 0, NULL, 0, 0, "FILE",
      "CA bundle that verifies the store's TLS certificate (default: the system's)"},
     /* long enough to ride out a store's restart or a short network

@@ -9,7 +9,7 @@
  * bound; saturation instead of overflow. And the store's
  * rule that starts a plan's fills (fetch/fetch_rules.c rules_next): how many
  * fills of planned ranges and of prefetch cursors it lets run at once after
- * a readahead, exactly.
+ * a readahead, exactly, and the cursors' own bound (--prefetch-connections).
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -113,9 +113,44 @@ static void test_rules_ranges(void)
 	      starts(p, k, -1));
 }
 
+/* --prefetch-connections 16 (cursor_fills) with --connections 32: a
+ * prefetch cursor starts at most 16 fills, before any reader and after the
+ * slow start has grown past 16; the ranges keep 32 large and 128 small;
+ * large range fills in flight count against the cursors' 16. 0: the
+ * cursors as the ranges (31-32). */
+static void test_rules_cursor_bound(void)
+{
+	const struct cachetier_policy *p = fetch_store_rules();
+	struct cachetier_pf_counts k = {.fill_threads = 33, .small_fills = 128, .cursor_fills = 16};
+	struct cachetier_queue_heads q = {
+	    .range = -1, .cursor = 1, .fills_inflight = 10, .pf_running = 10};
+
+	p->start(&k);
+	CHECK(starts(p, k, -1) == 16, "--prefetch-connections 16: %u cursor fills, want 16",
+	      starts(p, k, -1));
+	CHECK(starts(p, k, 1) == 128 && starts(p, k, 0) == 32,
+	      "--prefetch-connections 16: %u small and %u large range fills, want 128 and 32",
+	      starts(p, k, 1), starts(p, k, 0));
+	p->reader_job(&k, 1); /* the slow start: 1, then one more a fill ended */
+	for (int i = 0; i < 40; i++)
+		p->pf_ended(&k);
+	CHECK(starts(p, k, -1) == 16, "slow start grown: %u cursor fills, want 16",
+	      starts(p, k, -1));
+	k.cursor_fills = 16;
+	p->start(&k);
+	CHECK(p->next(&k, &q) == CACHETIER_Q_CURSOR, "10 large prefetch fills: no cursor fill");
+	q.fills_inflight = q.pf_running = 16;
+	CHECK(p->next(&k, &q) == CACHETIER_Q_NONE,
+	      "16 large prefetch fills (ranges or cursors): a cursor's fill started");
+	k.cursor_fills = 0;
+	CHECK(starts(p, k, -1) == 32, "no cursor bound: %u cursor fills, want 32",
+	      starts(p, k, -1));
+}
+
 int main(void)
 {
 	test_rules_ranges();
+	test_rules_cursor_bound();
 	struct fetch_plan_sizing in;
 	struct fetch_plan_lookahead la;
 
