@@ -100,6 +100,10 @@ struct fetch_stage_stats {
 	 * taken, the region's 2 MiB chunks faulted in, spans refused for no
 	 * free run (their bytes fit), the region's free bytes now */
 	uint64_t buf_runs, buf_chunks, buf_nofit, buf_free;
+	/* the stage's lock taken by reads: one take for a read's find and its
+	 * count (fetch_stage_hold, fetch_stage_read), one for a held reply's
+	 * release, one more when carried bytes were looked up in the cache */
+	uint64_t read_locks;
 };
 void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *st);
 

@@ -211,11 +211,22 @@ static int stage_waited(void *arg)
 	       atomic_load(&sw->p->have) >= sw->w->end;
 }
 
+/* The stage's lock taken by a read (stage_read_lock): counted in read_locks
+ * once held (a read's find and end under one take, its reply's release
+ * under another: fetch_stage_hold, fetch_stage_release). */
+static void stage_read_lock(struct fetch_stage *st)
+{
+	disk_mutex_lock(&st->lock);
+	st->c.read_locks++;
+}
+
 /* The piece of o that holds [off, off + len) (stage_pick), held (readers), once its
  * bytes are in or its read ended (bounded by the store's read: its retry
  * budget and stall bound); NULL when none. *ok: 1 when they may be served
  * (stage_ok); -EINTR when the calling request was given up while it waited
- * (cachetier_request_stop); else 0, the read goes the ordinary way. */
+ * (cachetier_request_stop); else 0, the read goes the ordinary way.
+ * st->lock held at the call and at the return (dropped and taken again
+ * only around the cache's look at carried bytes). */
 static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_obj *o, uint64_t off,
 				      size_t len, int *ok)
 {
@@ -224,17 +235,19 @@ static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_o
 	enum stage_fit fit;
 
 	*ok = 0;
-	disk_mutex_lock(&st->lock);
 	p = stage_pick(st, o, off, end, &fit);
 	if (p && fit == FIT_CARRIED) {
 		/* bytes a span in flight only carries (it was handed over for
 		 * other paths): the cache may hold them already (a span of an
 		 * earlier batch went there), and then they are read from it
 		 * now rather than a time to first byte later */
+		int cached;
+
 		disk_mutex_unlock(&st->lock);
-		if (cachetier_obj_range_cached(o, off, len))
+		cached = cachetier_obj_range_cached(o, off, len);
+		stage_read_lock(st);
+		if (cached)
 			return NULL;
-		disk_mutex_lock(&st->lock);
 		p = stage_pick(st, o, off, end, &fit);
 	}
 	if (p) {
@@ -272,20 +285,19 @@ static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_o
 		if (*ok == 0)
 			*ok = stage_ok(p, end);
 	}
-	disk_mutex_unlock(&st->lock);
 	return p;
 }
 
 /* A read of [off, off + len) found p (stage_find): counted (served or a
  * fallback) and noted in its planned paths; unless kept (held by the
  * reply: stage_release), p's hold ends, and p goes once every path was
- * read and no read holds it. */
+ * read and no read holds it. st->lock held (by stage_find's caller: one
+ * take for the find and the end); dropped here. */
 static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t off, size_t len,
 		      int served, int keep)
 {
 	int gone;
 
-	disk_mutex_lock(&st->lock);
 	if (!keep)
 		p->readers--;
 	if (served) {
@@ -315,12 +327,18 @@ int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t
 	if (!st || !len)
 		return 0;
 	fetch__stage_reap(st);
+	stage_read_lock(st);
 	p = stage_find(st, o, off, len, &ok);
-	if (!p)
+	if (!p) {
+		disk_mutex_unlock(&st->lock);
 		return 0;
-	if (ok > 0)
+	}
+	/* a hold kept for the copy, made without the lock */
+	stage_end(st, p, off, len, ok > 0, ok > 0);
+	if (ok > 0) {
 		memcpy(dst, p->buf + (off - p->off), len);
-	stage_end(st, p, off, len, ok > 0, 0);
+		fetch_stage_release(p);
+	}
 	return ok;
 }
 
@@ -336,9 +354,12 @@ int fetch_stage_hold(struct fetch *s, struct cachetier_obj *o, size_t len, uint6
 	if (!st || !len)
 		return 0;
 	fetch__stage_reap(st);
+	stage_read_lock(st);
 	p = stage_find(st, o, off, len, &ok);
-	if (!p)
+	if (!p) {
+		disk_mutex_unlock(&st->lock);
 		return 0;
+	}
 	if (ok > 0) {
 		*ptr = (char *)p->buf + (off - p->off);
 		*ref = p;
@@ -356,7 +377,7 @@ void fetch_stage_release(void *ref)
 	if (!p)
 		return;
 	st = p->st;
-	disk_mutex_lock(&st->lock);
+	stage_read_lock(st);
 	p->readers--;
 	gone = (p->left == 0 || !p->plan) && p->readers == 0 && p->state != STAGE_INFLIGHT;
 	if (gone) {

@@ -121,7 +121,12 @@ static void model_settle(struct mpiece *m)
 		m->gone = 1;
 }
 
-static uint64_t reads_want, bytes_want;
+/* the stage's lock taken by reads (read_locks): a hold or a read that
+ * finds no piece 1, a hold 1 (its find and count under one take), a read
+ * answered 2 (its find and count, then the end of the hold kept for its
+ * copy), a release 1; no bytes here are carried by a piece in flight, so
+ * no take is made around the cache's look */
+static uint64_t reads_want, bytes_want, locks_want;
 
 static void check_stage(struct fetch *s, int round, size_t k, const char *what)
 {
@@ -134,6 +139,9 @@ static void check_stage(struct fetch *s, int round, size_t k, const char *what)
 	      "round %d op %zu: %llu reads / %llu bytes answered, want %llu / %llu", round, k,
 	      (unsigned long long)st.reads, (unsigned long long)st.read_bytes,
 	      (unsigned long long)reads_want, (unsigned long long)bytes_want);
+	CHECK(st.read_locks == locks_want,
+	      "round %d op %zu (%s): the stage's lock taken %llu times, want %llu", round, k, what,
+	      (unsigned long long)st.read_locks, (unsigned long long)locks_want);
 }
 
 static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
@@ -235,6 +243,7 @@ static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
 				      round, k, (unsigned long long)op->a,
 				      (unsigned long long)op->b, op->piece, got, want);
 			}
+			locks_want += 1 + (!hold && got);
 			if (got) {
 				reads_want++;
 				bytes_want += len;
@@ -248,6 +257,7 @@ static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
 		/* the hold of the operation before ends after this one */
 		if (held_ref) {
 			fetch_stage_release(held_ref);
+			locks_want++;
 			mp[held_piece].holds--;
 			model_settle(&mp[held_piece]);
 		}
@@ -257,6 +267,7 @@ static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
 	}
 	if (held_ref) {
 		fetch_stage_release(held_ref);
+		locks_want++;
 		mp[held_piece].holds--;
 		model_settle(&mp[held_piece]);
 	}
