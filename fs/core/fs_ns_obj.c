@@ -104,7 +104,10 @@ static int ns_replace_append(struct fs *fs, const struct fs_obj *o,
 			     const struct backend_objinfo *info, int etag_unusable, uint32_t *nidx)
 {
 	uint32_t n = fs->nobjs, ns = fs->nshards;
-	int same = strcmp(info->etag, o->info.etag) == 0 && info->size == o->info.size;
+	/* an ETag new at every answer is no change (etag_flips) */
+	int same = etag_unusable
+		       ? fs__ns_obj_unusable_same(fs, o, info->size, info->mtime)
+		       : strcmp(info->etag, o->info.etag) == 0 && info->size == o->info.size;
 	struct fs_obj *no;
 	struct lent e;
 	int err;
@@ -185,20 +188,24 @@ static void ns_replace_entries(struct fs *fs, uint32_t obj, const char *sdname,
  * ESTALE, relearn, read, ESTALE. Three costs two more HEADs, once. */
 #define FS_ETAG_PROBES 3
 
-/* 1 when the store's ETag of o cannot tell a version: info, the HEAD that
- * replaces o (a version a read found changed), has o's size and mtime and
- * another ETag, and FS_ETAG_PROBES - 1 more HEADs each answer yet another
- * ETag at that size and mtime (o found so already: no more HEADs). info is
- * the last answer. 0: a change as any other. refresh_lock held. */
+/* 1 when the store's ETag of o cannot tell a version: o was found so
+ * (etag_unusable belongs to the object's name, not to one version: a real
+ * change of size or mtime keeps it, with no more HEADs), or info, the HEAD
+ * that replaces o (a version a read found changed), has o's size and mtime
+ * and another ETag, and FS_ETAG_PROBES - 1 more HEADs each answer yet
+ * another ETag at that size and mtime. info is the last answer. 0: a
+ * change as any other. refresh_lock held (not ns_lock): the HEADs wait
+ * for the store under it, each bounded as any request (docs/architecture.md,
+ * the lock order, says the bound). */
 static int etag_flips(struct fs *fs, const struct fs_obj *o, struct backend_objinfo *info)
 {
+	if (o->etag_unusable)
+		return 1;
 	if (backend_is_local(fs->be) ||
 	    atomic_load_explicit(&o->known, memory_order_acquire) != FS_INFO_KNOWN ||
 	    info->size != o->info.size || info->mtime != o->info.mtime ||
 	    strcmp(info->etag, o->info.etag) == 0)
 		return 0;
-	if (o->etag_unusable)
-		return 1;
 	for (int k = 1; k < FS_ETAG_PROBES; k++) {
 		struct backend_objinfo again;
 		int flipped;
@@ -243,6 +250,30 @@ static void etag_unusable(struct fs *fs, const struct fs_obj *o, struct backend_
 		info->etag[0] = '\0';
 }
 
+void fs__ns_obj_etag_unusable(struct fs *fs, struct fs_obj *no)
+{
+	no->etag_unusable = 1;
+	if (fs->cfg.ct.weak_etag_trust)
+		no->info.etag[0] = '\0';
+}
+
+int fs__ns_obj_unusable_same(const struct fs *fs, const struct fs_obj *o, uint64_t size,
+			     int64_t mtime)
+{
+	return size == o->info.size && (fs->cfg.ct.weak_etag_trust || mtime == o->info.mtime);
+}
+
+/* Is info (a HEAD) the version o is? */
+static int replace_same(const struct fs *fs, const struct fs_obj *o,
+			const struct backend_objinfo *info)
+{
+	if (atomic_load_explicit(&o->known, memory_order_acquire) != FS_INFO_KNOWN)
+		return 0;
+	if (o->etag_unusable)
+		return fs__ns_obj_unusable_same(fs, o, info->size, info->mtime);
+	return strcmp(info->etag, o->info.etag) == 0 && info->size == o->info.size;
+}
+
 int fs_ns_replace(struct fs *fs, uint32_t obj)
 {
 	struct fs_obj *o = fs_obj(fs, obj), *no = NULL;
@@ -265,9 +296,7 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 	gone = err == -ENOENT || err == -EISDIR;
 	if (err < 0 && !gone)
 		goto out;
-	if (!gone && fs_obj_live(o) &&
-	    atomic_load_explicit(&o->known, memory_order_acquire) == FS_INFO_KNOWN &&
-	    strcmp(info.etag, o->info.etag) == 0 && info.size == o->info.size) {
+	if (!gone && fs_obj_live(o) && replace_same(fs, o, &info)) {
 		err = 0; /* unchanged after all */
 		goto out;
 	}
