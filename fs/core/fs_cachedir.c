@@ -19,18 +19,30 @@
  * user or root. The cache directory is created first (0700, like the cache
  * tier's own mkdir -p), so nobody can make it between the check and its
  * use, and the path resolved (no symbolic link left) replaces the one
- * given: what the cache tier opens is what was checked. A path that cannot
- * be resolved is left to the cache tier, which reports its errno with the
- * --cache-dir hint.
+ * given: what the cache tier opens is what was checked.
+ *
+ * The checks run in one order, and the first that fails is the one said
+ * (before anything about sizes: the option parser runs them before it
+ * fits --cache-size to the disk), each naming the directory and its cause:
+ *  1. the directory exists or can be created (each missing directory
+ *     made in turn: the one that cannot be made, and the errno: EROFS,
+ *     EACCES, ENOTDIR naming the path that is not a directory);
+ *  2. it is a directory;
+ *  3. its filesystem is not mounted read-only (EROFS: a read-only tmpfs
+ *     of mode 1777 was refused as "writable by other users");
+ *  4. this user can write and enter it (EACCES);
+ *  5. the trust rule above: owners, then modes, from / down.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "fs_i.h"
@@ -98,16 +110,91 @@ static int trust_v1(const char *dir, const char *real)
 	return err;
 }
 
+/* The cache directory dir cannot be used: why (printf), then the hint of
+ * the cache tier's own refusal (fs_core.c). Returns err. */
+static int __attribute__((format(printf, 3, 4)))
+unusable(const char *dir, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "shardfs: cache directory %s: ", dir);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "; name one this user can write with --cache-dir DIR (in fstab: "
+			"cache-dir=DIR). Without it the cache directory is "
+			"$XDG_CACHE_HOME/shardfs, else $HOME/.cache/shardfs, else "
+			"/var/cache/shardfs\n");
+	return err;
+}
+
+/* Checks 1 and 2 (the header): dir made (mkdir -p, 0700) or there, and a
+ * directory. 0, or a negative errno after saying which path failed. */
+static int usable_made(const char *dir)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(dir);
+	struct stat st;
+
+	if (n == 0 || n >= sizeof(buf))
+		return unusable(dir, -ENAMETOOLONG, "%s", strerror(ENAMETOOLONG));
+	memcpy(buf, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		if (stat(buf, &st) == 0) {
+			if (!S_ISDIR(st.st_mode))
+				return unusable(dir, -ENOTDIR, "%s is not a directory", buf);
+		} else if (errno != ENOENT) {
+			int e = errno;
+
+			return unusable(dir, -e, "%s: %s", buf, strerror(e));
+		} else if (mkdir(buf, 0700) < 0 && errno != EEXIST) {
+			int e = errno;
+
+			return unusable(dir, -e, "cannot create %s: %s", buf, strerror(e));
+		}
+		buf[i] = dir[i];
+	}
+	return 0;
+}
+
+/* Checks 3 and 4 (the header) of real, the resolved dir. */
+static int usable_writable(const char *dir, const char *real)
+{
+	struct statvfs sv;
+
+	if (statvfs(real, &sv) == 0 && (sv.f_flag & ST_RDONLY))
+		return unusable(dir, -EROFS, "%s: the filesystem of %s is mounted read-only",
+				strerror(EROFS), real);
+	if (access(real, W_OK | X_OK) < 0) {
+		int e = errno;
+
+		return unusable(dir, -e, "%s: this user (uid %ld) cannot write %s", strerror(e),
+				(long)geteuid(), real);
+	}
+	return 0;
+}
+
 int fs_cachedir_trust(const char **dirp)
 {
 	const char *dir = *dirp;
 	char *real, *p;
-	int err = 0;
+	int err = usable_made(dir);
 
-	(void)disk_mkdirs(dir, 0700); /* errors are the cache tier's to report */
+	if (err < 0)
+		return err;
 	real = realpath(dir, NULL);
-	if (!real)
-		return 0; /* the cache tier reports the errno */
+	if (!real) {
+		err = -errno;
+		return unusable(dir, err, "%s", strerror(-err));
+	}
+	err = usable_writable(dir, real);
+	if (err < 0) {
+		free(real);
+		return err;
+	}
 	/* every directory above it: "/", "/a", "/a/b", ... */
 	err = trust_one(dir, "/", 0);
 	for (p = strchr(real + 1, '/'); err == 0 && p; p = strchr(p + 1, '/')) {

@@ -500,9 +500,12 @@ static inline int fs_obj_live(const struct fs_obj *o)
 /* fs_log.c (the rest: fs_core.h) */
 /* backend_config's log callback: the backend's lines into this log. */
 void fs_log_backend(void *arg, enum backend_log_level level, const char *msg);
-/* 0 when no other user can place or replace a name on the path of the cache
- * directory *dir (made first, 0700), which is then replaced by its resolved
- * path (heap); else -EPERM after saying why on stderr (fs_cachedir.c) */
+/* 0 when the cache directory *dir (made first, 0700) can be used: a
+ * directory, writable by this user on a writable filesystem, and no other
+ * user can place or replace a name on its path; *dir is then replaced by
+ * its resolved path (heap). Else a negative errno (-EPERM for the trust
+ * rule) after saying the first check that failed on stderr (fs_cachedir.c;
+ * the option parser runs it before it fits --cache-size to the disk) */
 int fs_cachedir_trust(const char **dir);
 
 /* fs_ns*.c: the namespace (fs_ns.h) */

@@ -880,6 +880,11 @@ static int check_common(const char *cmd, struct fs_config *cfg)
 	err = default_cache_dir(cfg);
 	if (err < 0)
 		return err;
+	/* the directory's own faults first: its size means nothing on a
+	 * directory that cannot be used */
+	err = fs_cachedir_trust(&cfg->ct.cache_dir);
+	if (err < 0)
+		return err;
 	cache_size_to_disk(cmd, cfg);
 	if (!cfg->chunk_size_given &&
 	    cfg->ct.cache_size_bytes / CHUNK_PER_CACHE < cfg->ct.chunk_bytes) {

@@ -84,7 +84,9 @@ int fs_index_main(int argc, char **argv)
 	err = fs_opt_parse_index(argc, argv, cfg);
 	if (err) {
 		fs_config_free(cfg);
-		return err > 0 ? 0 : 2;
+		/* as mount's: a usage error is 2; a cache directory refused (its
+		 * checks run with the options) is 1 */
+		return err > 0 ? 0 : err == -EINVAL ? 2 : 1;
 	}
 	sidecar = fs_config_sidecar(cfg);
 	fs_config_mount_args(cfg, &a);
