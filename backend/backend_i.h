@@ -196,11 +196,21 @@ struct backend_s3_entry {
 typedef int (*backend__s3_entry_cb)(void *arg, const struct backend_s3_entry *e);
 
 struct backend_s3_page {
-	int truncated;	  /* IsTruncated was "true" */
-	char *next_token; /* NextContinuationToken (malloc'd, decoded) or NULL */
-	size_t entries;	  /* entries handed to cb */
-	size_t skipped;	  /* <Contents> without a usable Key or Size */
+	int truncated;		/* IsTruncated was "true" */
+	char *next_token;	/* NextContinuationToken (malloc'd, decoded) or NULL */
+	size_t entries;		/* entries handed to cb */
+	size_t skipped;		/* <Contents> without a usable Key or Size */
+	size_t toolong;		/* of them, keys longer than BACKEND_S3_KEY_MAX */
+	char first_toolong[64]; /* the first one's first bytes, raw */
 };
+
+/* Why r (a refused listing page: its status and error body) was refused:
+ * the error of be set in words that name the cause; -EREMCHG when it is
+ * the region (requests signed for region, the bucket in another), else err
+ * (backend_s3_refused.c). anonymous: --no-sign. */
+struct backend_req;
+int backend__s3_refused(struct backend *be, const struct backend_req *r, const char *region,
+			int anonymous, int err);
 
 /* Longest key accepted from a listing (S3 allows 1024 bytes). */
 #define BACKEND_S3_KEY_MAX 4096

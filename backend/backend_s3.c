@@ -217,31 +217,6 @@ static int os_object_path(struct backend_objstore *os, const char *pfx, const ch
 	return n < 0 ? (int)n : 0;
 }
 
-/* ---- refused requests ------------------------------------------------------ */
-
-/* Why r (a listing page) was refused, from the store's error body, which
- * came with the answer. */
-static void os_refused(struct backend *be, const struct backend_req *r)
-{
-	struct backend_objstore *os = be->impl;
-	char code[128], msg[384];
-	const char *what;
-
-	backend__errbody_parse(r->errbody, r->errbody_len, code, sizeof(code), msg, sizeof(msg));
-	if (strcmp(code, "SignatureDoesNotMatch") == 0 || strcmp(code, "InvalidAccessKeyId") == 0 ||
-	    strcmp(code, "InvalidToken") == 0 || strcmp(code, "ExpiredToken") == 0 ||
-	    strcmp(code, "InvalidSecurity") == 0)
-		what = "the credentials were refused";
-	else if (r->status == 400)
-		what = "the request was refused";
-	else if (os->auth == OS_AUTH_NONE)
-		what = "access denied to anonymous requests (--no-sign)";
-	else
-		what = "access denied";
-	backend__set_error(be, "%s: %s (HTTP %ld%s%s%s%s)", be->desc, what, r->status,
-			   code[0] ? " " : "", code, msg[0] ? ": " : "", msg);
-}
-
 /* ---- operations --------------------------------------------------------- */
 
 /* Record why a request of be failed: refused before it was sent (-EACCES,
@@ -273,6 +248,11 @@ struct list_state {
 	 * word); the first, escaped, for that line */
 	size_t unpathed;
 	char first_unpathed[160];
+	/* entries the parser skipped (backend_xml.c), said the same way: keys
+	 * longer than BACKEND_S3_KEY_MAX (the first's start), and the others
+	 * (no key, an undecodable one, no size that is a number) */
+	size_t toolong, unread;
+	char first_toolong[160];
 };
 
 /* s[0..n) into out (cap >= 8) as a line of the log can hold it: bytes
@@ -402,7 +382,7 @@ static int os_list_page(struct backend *be, const char *token, char **query, voi
 		return 0;
 	}
 	if (st == 401 || st == 403 || st == 400)
-		os_refused(be, &c.req);
+		ret = backend__s3_refused(be, &c.req, os->region, os->auth == OS_AUTH_NONE, ret);
 	else if (st == 404)
 		backend__set_error(be, "%s: no such bucket (HTTP 404)", be->desc);
 	else if (ret == -EFBIG)
@@ -465,7 +445,7 @@ static int os_list_follow(struct backend *be, struct list_walk *w, struct backen
 static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 {
 	struct backend_objstore *os = be->impl;
-	struct list_state ls = {be, cb, arg, strlen(os->prefix), 0, 0, 0, ""};
+	struct list_state ls = {be, cb, arg, strlen(os->prefix), 0, 0, 0, "", 0, 0, ""};
 	struct list_walk w = {0};
 	char *query = NULL;
 	int ret = 0;
@@ -487,6 +467,11 @@ static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 		before = ls.entries;
 		ret = backend__s3_xml_list(body, len, list_entry, &ls, &page);
 		free(body);
+		if (page.toolong && !ls.toolong)
+			key_shown(page.first_toolong, strlen(page.first_toolong), ls.first_toolong,
+				  sizeof(ls.first_toolong));
+		ls.toolong += page.toolong;
+		ls.unread += page.skipped - page.toolong;
 		if (ret == -EFBIG && ls.entries > OS_LIST_ENTRIES_MAX)
 			backend__set_error(be, "%s: listing has more than %lu keys", be->desc,
 					   OS_LIST_ENTRIES_MAX);
@@ -509,6 +494,17 @@ static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 			     "'..' component, or a leading '/'; the first: '%s')",
 			     be->desc, ls.unpathed, ls.unpathed == 1 ? "key" : "keys",
 			     ls.first_unpathed);
+	if (ret == 0 && ls.toolong)
+		backend__log(&be->log, BACKEND_LOG_WARN,
+			     "%s: %zu %s of the listing not shown: longer than %d bytes (the first "
+			     "begins '%s...')",
+			     be->desc, ls.toolong, ls.toolong == 1 ? "key" : "keys",
+			     BACKEND_S3_KEY_MAX, ls.first_toolong);
+	if (ret == 0 && ls.unread)
+		backend__log(&be->log, BACKEND_LOG_WARN,
+			     "%s: %zu %s of the listing not shown: without a key, with a key that "
+			     "cannot be decoded, or without a size that is a number",
+			     be->desc, ls.unread, ls.unread == 1 ? "entry" : "entries");
 	free(w.seen);
 	free(w.token);
 	free(query);

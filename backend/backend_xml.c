@@ -13,7 +13,8 @@
  * elements, and copies text only into buffers with a fixed bound (keys
  * BACKEND_S3_KEY_MAX, other fields far less). A <Contents> whose key is too
  * long, not decodable or missing, or whose size is not a number that fits
- * in an off_t, is skipped and counted; a document that is not well formed
+ * in an off_t, is skipped and counted (a key too long also apart, with its
+ * start, for the listing's line); a document that is not well formed
  * fails as a whole with -EBADMSG.
  */
 #include <errno.h>
@@ -185,13 +186,15 @@ static int name_is(const struct xml_tok *t, const char *want)
 struct field {
 	char *p;
 	size_t len, cap;
-	int bad; /* overflow, bad entity, NUL */
+	int bad;  /* overflow, bad entity, NUL */
+	int over; /* overflow: p holds the first cap - 1 bytes */
 };
 
 static void field_reset(struct field *f)
 {
 	f->len = 0;
 	f->bad = 0;
+	f->over = 0;
 	if (f->cap)
 		f->p[0] = '\0';
 }
@@ -200,8 +203,12 @@ static void field_put(struct field *f, const char *s, size_t n)
 {
 	if (f->bad)
 		return;
-	if (n >= f->cap - f->len) {
-		f->bad = 1;
+	if (n >= f->cap - f->len) { /* what fits is kept: a key's start, said */
+		n = f->cap - f->len - 1;
+		memcpy(f->p + f->len, s, n);
+		f->len += n;
+		f->p[f->len] = '\0';
+		f->bad = f->over = 1;
 		return;
 	}
 	memcpy(f->p + f->len, s, n);
@@ -553,6 +560,12 @@ static int list_close(struct list_parse *p, const struct xml_tok *t)
 		p->in_contents = 0;
 		if (!p->have_key || !p->have_size || p->entry_bad) {
 			p->page->skipped++;
+			if (p->have_key && p->key.over && !p->page->toolong++) {
+				size_t n = sizeof(p->page->first_toolong) - 1;
+
+				memcpy(p->page->first_toolong, p->key.p, n);
+				p->page->first_toolong[n] = '\0';
+			}
 			return 0;
 		}
 		p->e.key = p->key.p;
@@ -643,7 +656,7 @@ int backend__s3_xml_error(const char *xml, size_t len, char *code, size_t codeca
 	struct xml_scan x = {xml, xml + len};
 	struct xml_tok t;
 	char cbuf[XML_FIELD_MAX], mbuf[XML_MESSAGE_MAX];
-	struct field fc = {cbuf, 0, sizeof(cbuf), 0}, fm = {mbuf, 0, sizeof(mbuf), 0};
+	struct field fc = {cbuf, 0, sizeof(cbuf), 0, 0}, fm = {mbuf, 0, sizeof(mbuf), 0, 0};
 	struct field *cur = NULL;
 	int depth = 0, seen_root = 0, ret;
 

@@ -40,6 +40,8 @@ static const char *source_error(int err)
 		return "the store's TLS certificate cannot be verified (--ca-file adds a CA)";
 	case -EACCES:
 		return "access denied (check the credentials in the environment)";
+	case -EREMCHG: /* backend_s3.c: the store asks for another region */
+		return "the bucket is in another region";
 	case -ETIMEDOUT:
 		return "timed out";
 	case -ENOTDIR: /* a local path that is a file: a shard, a device, a FIFO */
