@@ -314,6 +314,13 @@ static int local_walk(struct walk *w, size_t keylen, int depth)
 		}
 		for (int i = 0; S_ISDIR(st.st_mode) && i <= depth && !loop; i++)
 			loop = w->up[i].dev == st.st_dev && w->up[i].ino == st.st_ino;
+		/* a loop the last listing said, listed now: said over, once */
+		if (!loop && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) &&
+		    said_find(w->last, 'l', key))
+			backend_log(w->be, BACKEND_LOG_WARN,
+				    "source: %s is no longer a link back to a directory on its own "
+				    "path: listed",
+				    key);
 		if (loop) {
 			if (walk_met(w, 'l', 0, key))
 				backend_log(w->be, BACKEND_LOG_WARN,

@@ -46,7 +46,10 @@ GROUP:
               outside it: the mount's tree is the source's as find -L walks it (the outside
               directory once, no loop followed), and the log warns once for each loop link,
               naming it. Before the mend each loop repeated the tree below it up to 64 levels
-              deep (every shard shown again at each level), silently.
+              deep (every shard shown again at each level), silently. Then refreshes: one with
+              the same loops says nothing; one where each loop link points outside says once
+              that it is no longer a loop ("listed"); the next says nothing; one with the loops
+              back warns again (each loop's warning twice in all, its "no longer" line once).
 
 Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -337,11 +340,34 @@ def group_symloop(env, ck):
             got += [os.path.normpath(os.path.join(rel, x)) for x in dns + fns]
         ck.eq('the mount\'s tree (%d loop link%s)' % (len(loops), 's' if len(loops) > 1 else ''),
               sorted(got), want)
+
+        def refresh(label):
+            r = env.run([env.shardfs, 'refresh', m.mnt])
+            ck.eq('%s: refresh exit' % label, r.returncode, 0)
+
+        # a refresh that meets the same loops says nothing again; one that finds each link
+        # pointing outside (no loop) says so once; another says nothing; a loop again is
+        # said again
+        refresh('same loops')
+        for name in loops:
+            os.unlink(os.path.join(src, name))
+            os.symlink(other, os.path.join(src, name))
+        refresh('no loop')
+        ck.ok(all(os.path.isfile(os.path.join(m.mnt, name, 'o.txt')) for name in loops),
+              'the links to other listed')
+        refresh('no loop, again')
+        for name in loops:
+            os.unlink(os.path.join(src, name))
+            os.symlink('.', os.path.join(src, name))
+        refresh('loops again')
     text = ml.logs_under(env.path('cache'))
     for name in loops:
-        ck.eq('log: warnings naming %s' % name,
+        ck.eq('log: warnings naming %s a loop' % name,
               text.count('source: %s is a link back to a directory on its own path (a loop): '
-                         'not followed' % name), 1)
+                         'not followed' % name), 2)
+        ck.eq('log: lines saying %s is no longer a loop' % name,
+              text.count('source: %s is no longer a link back to a directory on its own path: '
+                         'listed' % name), 1)
 
 
 GROUPS = {'indexbuild': (group_indexbuild, 180), 'sidecar': (group_sidecar, 180),
