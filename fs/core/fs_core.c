@@ -371,7 +371,7 @@ void fs_close(struct fs *fs)
 	fs_cancel(fs);
 	/* a thread left running still uses fs: keep all of it */
 	if (fs_warm_stop(fs) < 0 || fs_plan_fetch_stop(fs) < 0 || fs_notify_stop(fs) < 0 ||
-	    fs_sidecar_drain() < 0) {
+	    fs_sidecar_drain(fs) < 0) {
 		fs_log(FS_LOG_ERR, "a thread of the core did not stop: its state is not freed");
 		return;
 	}

@@ -460,6 +460,9 @@ struct fs {
 	int64_t mount_time;
 	struct fs_counters c;
 	atomic_int etag_unusable_said; /* 1 once the log said an object's ETag unusable */
+	/* HEADs of sidecar names left running on threads of their own by
+	 * requests that gave them up (fs_sidecar.c); fs_close waits for 0 */
+	atomic_int sidecar_heads;
 	/* Directories in which a file was looked up (fs_op_lookup): their
 	 * listings give every entry's attributes (--listing-attrs auto). A
 	 * lossy set: a slot holds the inode number of the last directory
@@ -572,7 +575,7 @@ int fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int codec, struct cac
 		    struct shardidx **ix, uint32_t *sobj);
 /* Wait for the HEADs a given-up request left running (fs_sidecar.c): 0, or
  * -ETIMEDOUT past FS_THREAD_JOIN_S (the caller keeps the fs). */
-int fs_sidecar_drain(void);
+int fs_sidecar_drain(struct fs *fs);
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw);
 /* 1 when entry idx of shard's index (loaded) has to be checked against its
  * own tar header before its bytes are served: the index came from a

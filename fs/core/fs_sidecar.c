@@ -203,8 +203,6 @@ struct sc_head {
 	int err, done, refs; /* refs: the caller's and the thread's */
 };
 
-static atomic_int sc_heads; /* such threads running (every fs of the process) */
-
 static void sc_head_put(struct sc_head *h)
 {
 	int last;
@@ -222,15 +220,16 @@ static void sc_head_put(struct sc_head *h)
 static void *sc_head_run(void *arg)
 {
 	struct sc_head *h = arg;
-	int err = fs_obj_learn(h->fs, h->obj);
+	struct fs *fs = h->fs;
+	int err = fs_obj_learn(fs, h->obj);
 
 	disk_mutex_lock(&h->lock);
 	h->err = err;
 	h->done = 1;
 	pthread_cond_broadcast(&h->cond);
 	disk_mutex_unlock(&h->lock);
-	sc_head_put(h);
-	atomic_fetch_sub(&sc_heads, 1); /* the last touch: fs_sidecar_drain */
+	sc_head_put(h);				 /* h may be freed: fs kept from it */
+	atomic_fetch_sub(&fs->sidecar_heads, 1); /* the last touch: fs_sidecar_drain */
 	return NULL;
 }
 
@@ -259,13 +258,13 @@ static int sidecar_learn(struct fs *fs, uint32_t obj)
 	h->fs = fs;
 	h->obj = obj;
 	h->refs = 2;
-	atomic_fetch_add(&sc_heads, 1);
+	atomic_fetch_add(&fs->sidecar_heads, 1);
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	err = pthread_create(&th, &at, sc_head_run, h);
 	pthread_attr_destroy(&at);
 	if (err) { /* no thread: asked here, as without a stop */
-		atomic_fetch_sub(&sc_heads, 1);
+		atomic_fetch_sub(&fs->sidecar_heads, 1);
 		h->refs = 1;
 		sc_head_put(h);
 		return fs_obj_learn(fs, obj);
@@ -279,16 +278,17 @@ static int sidecar_learn(struct fs *fs, uint32_t obj)
 	return err;
 }
 
-int fs_sidecar_drain(void)
+int fs_sidecar_drain(struct fs *fs)
 {
 	/* each HEAD is bounded by the store's retry budget; past the bound
-	 * the caller keeps what the thread may still touch */
-	for (int i = 0; i < FS_THREAD_JOIN_S * 100 && atomic_load(&sc_heads) > 0; i++) {
+	 * the caller keeps what the thread may still touch; another mount's
+	 * HEADs (one process, two fs) are not waited for */
+	for (int i = 0; i < FS_THREAD_JOIN_S * 100 && atomic_load(&fs->sidecar_heads) > 0; i++) {
 		struct timespec t = {0, 10 * 1000 * 1000};
 
 		nanosleep(&t, NULL);
 	}
-	return atomic_load(&sc_heads) > 0 ? -ETIMEDOUT : 0;
+	return atomic_load(&fs->sidecar_heads) > 0 ? -ETIMEDOUT : 0;
 }
 
 /* The identity sidecar buf says it was made for, and whether shard object
