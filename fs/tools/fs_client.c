@@ -99,7 +99,7 @@ int fs_client_mount(const char *path, struct fs_mnt *m)
 	else if (stat(path, &st) < 0)
 		fprintf(stderr, "shardfs: %s: %s\n", path, strerror(errno));
 	else
-		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", path);
+		fs_mnt_say_not_a_mount(path);
 	return 1;
 }
 

@@ -229,6 +229,22 @@ int fs_mnt_source_loop(const char *path, char *mp, char *src, size_t n, int *hol
 	return r < 0 ? r : found;
 }
 
+/* path is no shardfs mount: said, with the mount it lies in when it is a
+ * path inside one (a shard's directory: the user meant that mount) */
+void fs_mnt_say_not_a_mount(const char *path)
+{
+	char mp[PATH_MAX], src[PATH_MAX];
+	int holds = 0;
+
+	if (fs_mnt_source_loop(path, mp, src, sizeof(mp), &holds) == 1 && !holds)
+		fprintf(stderr,
+			"shardfs: %s is not a shardfs mount: it lies inside the shardfs mount %s "
+			"(give that mount point)\n",
+			path, mp);
+	else
+		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", path);
+}
+
 static int64_t mono_ms(void)
 {
 	struct timespec ts;

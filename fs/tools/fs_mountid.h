@@ -66,6 +66,10 @@ int fs_mnt_pid_stopped(long pid);
  * SOURCE: it would read the mount's shards through the mount. */
 int fs_mnt_source_loop(const char *path, char *mp, char *src, size_t n, int *holds);
 
+/* "PATH is not a shardfs mount" on stderr, naming the shardfs mount path
+ * lies inside when it does (a shard's directory given for its mount). */
+void fs_mnt_say_not_a_mount(const char *path);
+
 struct fs_stats_doc;
 /* A control file of a running mount (MNT/.shardfs/NAME) as a malloc'd
  * string, or NULL with errno set. */

@@ -404,7 +404,7 @@ static int umount_target(const char *path, int stale, struct fs_mnt *m)
 		else if (stat(path, &st) < 0)
 			fprintf(stderr, "shardfs: %s: %s\n", path, strerror(errno));
 		else
-			fprintf(stderr, "shardfs: %s is not a shardfs mount\n", path);
+			fs_mnt_say_not_a_mount(path);
 		return 1;
 	}
 	if (m->owner >= 0 && (uid_t)m->owner != geteuid() && geteuid() != 0) {

@@ -12,6 +12,11 @@ GROUP:
             users' (the real cause: read-only); a path under a regular file, a directory on a
             read-only filesystem to be made, an unwritable directory of root's, each said the
             size line first.
+  inside    a client command (stats, prefetch, refresh, plan, umount) given a path inside a
+            mount (a shard's directory, a member directory's subdirectory) is refused, exit 1,
+            and its one stderr line names the mount the path lies in; a path in no mount says
+            only "is not a shardfs mount"; the mount is left mounted. Before: every one said
+            only "is not a shardfs mount".
 """
 import os
 import shutil
@@ -139,7 +144,32 @@ def group_cachedir(env, ck):
             subprocess.run(['umount', d])
 
 
-GROUPS = {'cachedir': (group_cachedir, 120)}
+def group_inside(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    with open(os.path.join(src, 's0.tar'), 'wb') as f:
+        f.write(ml.tar_bytes([('d/m.bin', b'member\n')]))
+    plan = env.path('plan.txt')
+    with open(plan, 'w') as f:
+        f.write('s0/d/m.bin\n')
+    other = env.path('other')
+    os.makedirs(other)
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        for sub in ('s0', os.path.join('s0', 'd')):
+            path = os.path.join(m.mnt, sub)
+            for cmd in (['stats', path], ['prefetch', path], ['refresh', path],
+                        ['plan', path, plan], ['umount', path]):
+                label = '%s %s' % (cmd[0], sub)
+                refused(env, ck, label, [env.shardfs] + cmd,
+                        'shardfs: %s is not a shardfs mount: it lies inside the shardfs mount %s '
+                        '(give that mount point)' % (path, m.mnt))
+                ck.eq('%s: still mounted' % label, ml.is_mounted(m.mnt), True)
+        for cmd in (['stats', other], ['umount', other]):
+            refused(env, ck, '%s, no mount' % cmd[0], [env.shardfs] + cmd,
+                    'shardfs: %s is not a shardfs mount' % other)
+
+
+GROUPS = {'cachedir': (group_cachedir, 120), 'inside': (group_inside, 120)}
 
 
 if __name__ == '__main__':
