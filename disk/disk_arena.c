@@ -1,7 +1,6 @@
 /*
- * disk_arena.c — equal blocks carved from 2 MiB huge-page chunks
- * (disk_arena.h). A chunk's header lies in its first bytes, before its
- * first block: the next chunk and how many of its blocks are in the pool.
+ * disk_arena.c — equal blocks carved from 2 MiB chunks (disk_arena.h). A chunk's header lies in its
+ * first bytes, before its first block: the next chunk and how many of its blocks are in the pool.
  */
 #include <assert.h>
 #include <errno.h>
@@ -68,6 +67,13 @@ void *disk_arena_take(struct disk_arena *a)
 	return blk;
 }
 
+/* The page policy of every chunk and region (DISK_ARENA_HUGE, disk_arena.h):
+ * huge pages or 4 KiB pages, whatever the system's THP default. */
+static void page_policy(void *p, size_t n)
+{
+	(void)madvise(p, n, DISK_ARENA_HUGE ? MADV_HUGEPAGE : MADV_NOHUGEPAGE); /* no THP: 4 KiB */
+}
+
 void *disk_arena_chunk_map(void)
 {
 	size_t span = 2 * (size_t)DISK_ARENA_CHUNK, head;
@@ -80,7 +86,9 @@ void *disk_arena_chunk_map(void)
 	if (head)
 		munmap(m, head);
 	munmap(m + head + DISK_ARENA_CHUNK, span - head - DISK_ARENA_CHUNK);
-	(void)madvise(m + head, DISK_ARENA_CHUNK, MADV_HUGEPAGE); /* no THP: 4 KiB pages */
+	page_policy(m + head, DISK_ARENA_CHUNK);
+	if (!DISK_ARENA_HUGE)
+		disk_arena_prefault(m + head, DISK_ARENA_CHUNK);
 	return m + head;
 }
 
@@ -170,7 +178,7 @@ void disk_arena_prefault(void *p, size_t n)
 #endif
 }
 
-/* size bytes mapped, at a 2 MiB-aligned address madvise'd MADV_HUGEPAGE
+/* size bytes mapped, at a 2 MiB-aligned address under the page policy
  * when align (the rest of a bigger mapping unmapped), not faulted in. */
 static char *map_aligned(size_t size, int align)
 {
@@ -186,7 +194,7 @@ static char *map_aligned(size_t size, int align)
 			munmap(m, head);
 		if (span - head - size)
 			munmap(m + head + size, span - head - size);
-		(void)madvise(m + head, size, MADV_HUGEPAGE);
+		page_policy(m + head, size);
 	}
 	return m + head;
 }

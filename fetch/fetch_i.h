@@ -140,7 +140,7 @@ void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n);
  * _fini under its lock, no system call but _map's one mmap). fetch__stagebuf_size: a span of
  * len bytes' buffer size (its class: whole pages, at most 1/8 more) and
  * class. _init: the page bitmaps, no region yet; -ENOMEM. _map: the region
- * mapped if it is not (2 MiB-aligned, MADV_HUGEPAGE, nothing faulted in:
+ * mapped if it is not (2 MiB-aligned, DISK_ARENA_HUGE's policy, nothing faulted in:
  * the stage's first span); -ENOMEM. _fit: the first page of the first free
  * run of size bytes (a class's size) now, pl->pages: none (first fit, one
  * scan). _take: that run (at, from _fit under the same hold of the lock)

@@ -2,7 +2,7 @@
  * fetch_stagebuf.c — the stage's buffers (fetch_i.h: fetch__stagebuf_*):
  * page runs of one region of --plan-memory's bytes (whole pages), mapped
  * once, at the stage's first span (disk_arena_region: 2 MiB-aligned,
- * MADV_HUGEPAGE, no page faulted in; a mount that never stages a span maps
+ * the arena's page policy, no page faulted in; a mount that never stages a span maps
  * nothing), and kept until the stage goes. A span's run
  * is taken and given back under the stage's lock with no system call: no
  * mapping, unmapping or resizing a span (the mremap of the pool of
@@ -20,7 +20,7 @@
  * the first time a run reaches them (fetch__stagebuf_take hands out the
  * range, the caller faults it in with the lock released before the
  * span's read starts: disk_arena_prefault, MADV_POPULATE_WRITE: one huge
- * page a chunk where the kernel has one), and stay so: after the first
+ * page a chunk where the kernel has one, DISK_ARENA_HUGE's policy), and stay so: after the first
  * epoch the stage takes no page fault. Resident: the chunks runs have
  * reached, at most the region, at most --plan-memory.
  *

@@ -16,6 +16,14 @@
  * checks of residency fail. A region (disk_arena_region, the stage's
  * runs): 3 pages at a 2 MiB-aligned address, none resident until one
  * is faulted in (then exactly it).
+ *
+ * The page policy (DISK_ARENA_HUGE): fresh chunks, the 4 MiB mapping and
+ * the region carry its madvise in /proc/self/smaps' VmFlags (4 KiB pages:
+ * nh, not hg; huge pages: hg, not nh), and with 4 KiB pages a fresh
+ * chunk's 512 pages are all resident before a byte of it is written (one
+ * MADV_POPULATE_WRITE; with huge pages none before it is written). With
+ * the madvise of either policy left out the 3 checks of the policy fail
+ * (main before the constant, under DISK_ARENA_HUGE 0: 3 of 14).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -30,6 +38,8 @@
 #define BLOCK (64u * 1024u)
 #define PER   31
 #define N     (2 * PER)
+/* a fresh chunk's pages resident before it is written: all with 4 KiB pages */
+#define FRESH_RES (DISK_ARENA_HUGE ? 0u : DISK_ARENA_CHUNK / 4096u)
 
 /* Pages of [p, p + n) resident (mincore). */
 static size_t resident(void *p, size_t n)
@@ -44,6 +54,40 @@ static size_t resident(void *p, size_t n)
 	return k;
 }
 
+/* 1 when the VmFlags of the mapping holding p (/proc/self/smaps) name
+ * flag ("nh": MADV_NOHUGEPAGE, "hg": MADV_HUGEPAGE), 0 when not, -1: no
+ * such mapping. */
+static int vmflag(const void *p, const char *flag)
+{
+	char line[512], want[8];
+	FILE *f = fopen("/proc/self/smaps", "r");
+	int in = 0, got = -1;
+
+	if (!f)
+		return -1;
+	snprintf(want, sizeof(want), " %s", flag);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' '))
+			in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			line[strcspn(line, "\n")] = ' ';
+			got = strstr(line + 8, want) != NULL;
+		}
+	}
+	fclose(f);
+	return got;
+}
+
+/* The page policy's marks on the mapping holding p: 1 when it is
+ * DISK_ARENA_HUGE's (hg, not nh, for huge pages; nh, not hg, for 4 KiB). */
+static int policy_ok(const void *p)
+{
+	return vmflag(p, "hg") == DISK_ARENA_HUGE && vmflag(p, "nh") == !DISK_ARENA_HUGE;
+}
+
 static uintptr_t chunk_of(const void *p)
 {
 	return (uintptr_t)p & ~(uintptr_t)(DISK_ARENA_CHUNK - 1);
@@ -54,7 +98,8 @@ int main(void)
 	struct disk_arena a;
 	unsigned char *b[N];
 	void *c[2], *gone = NULL;
-	int bad = 0, wrong = 0, nback = 0;
+	int bad = 0, wrong = 0, nback = 0, unpolicied = 0;
+	size_t res[2];
 
 	CHECK(disk_arena_init(&a, DISK_ARENA_CHUNK, 4096, 0) == -EINVAL &&
 		  disk_arena_init(&a, BLOCK, 3000, 0) == -EINVAL &&
@@ -68,12 +113,19 @@ int main(void)
 		if (!c[k])
 			return 1;
 		bad += chunk_of(c[k]) != (uintptr_t)c[k];
+		/* before a byte is written (the add writes the header and links) */
+		res[k] = resident(c[k], DISK_ARENA_CHUNK);
+		unpolicied += !policy_ok(c[k]);
 		b[k * PER] = disk_arena_add(&a, c[k]);
 		bad += (void *)b[k * PER] != (char *)c[k] + 4096;
 		for (int i = 1; i < PER; i++)
 			b[k * PER + i] = disk_arena_take(&a);
 	}
 	CHECK(bad == 0, "%d chunks or first blocks misplaced", bad);
+	CHECK(res[0] == FRESH_RES && res[1] == FRESH_RES && unpolicied == 0,
+	      "fresh chunks: %zu and %zu pages resident before a byte is written, not %u; "
+	      "%d of 2 without the policy's madvise",
+	      res[0], res[1], FRESH_RES, unpolicied);
 	CHECK(disk_arena_take(&a) == NULL && a.nfree == 0 && a.chunks == 2,
 	      "after %d taken: %u in the pool, %u chunks, not 0 and 2", N, a.nfree, a.chunks);
 	for (int i = 0; i < N; i++) {
@@ -112,8 +164,10 @@ int main(void)
 			return 1;
 		CHECK(resident(m3, 3 * 4096) == 3, "%zu of 3 pages of a fresh mapping resident",
 		      resident(m3, 3 * 4096));
-		CHECK(resident(m4, 4u << 20) == 1024 && chunk_of(m4) == (uintptr_t)m4,
-		      "%zu of 1024 pages of 4 MiB resident, at %p", resident(m4, 4u << 20), m4);
+		CHECK(resident(m4, 4u << 20) == 1024 && chunk_of(m4) == (uintptr_t)m4 &&
+			  policy_ok(m4),
+		      "%zu of 1024 pages of 4 MiB resident, at %p, policy's madvise %d",
+		      resident(m4, 4u << 20), m4, policy_ok(m4));
 		disk_arena_prefault((char *)h + 32 * 4096, 32 * 4096);
 		CHECK(resident(h, 64 * 4096) == 32,
 		      "%zu of 64 pages resident, not the 32 prefaulted", resident(h, 64 * 4096));
@@ -126,9 +180,9 @@ int main(void)
 
 		if (!r)
 			return 1;
-		CHECK(chunk_of(r) == (uintptr_t)r && resident(r, 3 * 4096) == 0,
-		      "a region at %p, %zu of its 3 pages resident, not 0", (void *)r,
-		      resident(r, 3 * 4096));
+		CHECK(chunk_of(r) == (uintptr_t)r && resident(r, 3 * 4096) == 0 && policy_ok(r),
+		      "a region at %p, %zu of its 3 pages resident, not 0, policy's madvise %d",
+		      (void *)r, resident(r, 3 * 4096), policy_ok(r));
 		disk_arena_prefault(r + 4096, 4096);
 		CHECK(resident(r, 3 * 4096) == 1, "%zu of 3 pages resident, not the 1 faulted in",
 		      resident(r, 3 * 4096));
