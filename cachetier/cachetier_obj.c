@@ -32,14 +32,23 @@
 #include "cachetier_i.h"
 
 /* The object table's key, "<codec>:<etag>:<key>" (malloc'd); a decoded
- * copy's file name is its hash. */
+ * copy's file name is its hash. A version without an ETag (a server that
+ * sends none; --weak-etag trust on an object whose ETag flips) is named by
+ * what stands for it instead, "<codec>::<size>:<mtime>:<key>": with the
+ * ETag's place alone, every version of the key would meet the first one's
+ * object (its size, its decoded bytes). Names with an ETag are unchanged. */
 static char *obj_name(const struct backend_objinfo *info, enum cachetier_codec codec)
 {
-	size_t n = strlen(info->key) + strlen(info->etag) + 8;
+	size_t n = strlen(info->key) + strlen(info->etag) + 8 + 2 * 21;
 	char *name = malloc(n);
 
-	if (name)
+	if (!name)
+		return NULL;
+	if (info->etag[0])
 		snprintf(name, n, "%d:%s:%s", (int)codec, info->etag, info->key);
+	else
+		snprintf(name, n, "%d::%llu:%lld:%s", (int)codec, (unsigned long long)info->size,
+			 (long long)info->mtime, info->key);
 	return name;
 }
 
