@@ -26,7 +26,11 @@
  * fits --cache-size to the disk), each naming the directory and its cause:
  *  1. the directory exists or can be created (each missing directory
  *     made in turn: the one that cannot be made, and the errno: EROFS,
- *     EACCES, ENOTDIR naming the path that is not a directory);
+ *     EACCES, ENOTDIR naming the path that is not a directory). The
+ *     option parser's call makes nothing (a command refused after its
+ *     options leaves no directory behind): it checks the first missing
+ *     directory's parent and leaves the rest to the mount's call, which
+ *     makes it and runs every check;
  *  2. it is a directory;
  *  3. its filesystem is not mounted read-only (EROFS: a read-only tmpfs
  *     of mode 1777 was refused as "writable by other users");
@@ -128,12 +132,26 @@ unusable(const char *dir, int err, const char *fmt, ...)
 	return err;
 }
 
-/* Checks 1 and 2 (the header): dir made (mkdir -p, 0700) or there, and a
- * directory. 0, or a negative errno after saying which path failed. */
-static int usable_made(const char *dir)
+/* Why a directory could not be made in the directory parent (its
+ * filesystem read-only, or not writable by this user): 0 if it could. */
+static int parent_refuses(const char *parent)
+{
+	struct statvfs sv;
+
+	if (statvfs(parent, &sv) == 0 && (sv.f_flag & ST_RDONLY))
+		return -EROFS;
+	return access(parent, W_OK | X_OK) < 0 ? -errno : 0;
+}
+
+/* Checks 1 and 2 (the header): dir there and a directory, or made (mkdir
+ * -p, 0700) when make is set. Without make nothing is created: the first
+ * missing directory is checked against its parent (check 1's errnos) and 1
+ * returned, the rest left to the call that makes it. 0, 1, or a negative
+ * errno after saying which path failed. */
+static int usable_made(const char *dir, int make)
 {
 	char buf[PATH_MAX];
-	size_t n = strlen(dir);
+	size_t n = strlen(dir), parent = 0;
 	struct stat st;
 
 	if (n == 0 || n >= sizeof(buf))
@@ -150,12 +168,25 @@ static int usable_made(const char *dir)
 			int e = errno;
 
 			return unusable(dir, -e, "%s: %s", buf, strerror(e));
+		} else if (!make) {
+			/* its parent: what the path holds before it, "/" or "." */
+			char up[PATH_MAX];
+			int e;
+
+			if (parent > 0)
+				snprintf(up, sizeof(up), "%.*s", (int)parent, buf);
+			else
+				snprintf(up, sizeof(up), "%s", buf[0] == '/' ? "/" : ".");
+			e = parent_refuses(up);
+			return e < 0 ? unusable(dir, e, "cannot create %s: %s", buf, strerror(-e))
+				     : 1;
 		} else if (mkdir(buf, 0700) < 0 && errno != EEXIST) {
 			int e = errno;
 
 			return unusable(dir, -e, "cannot create %s: %s", buf, strerror(e));
 		}
 		buf[i] = dir[i];
+		parent = i;
 	}
 	return 0;
 }
@@ -177,14 +208,14 @@ static int usable_writable(const char *dir, const char *real)
 	return 0;
 }
 
-int fs_cachedir_trust(const char **dirp)
+int fs_cachedir_trust(const char **dirp, int make)
 {
 	const char *dir = *dirp;
 	char *real, *p;
-	int err = usable_made(dir);
+	int err = usable_made(dir, make);
 
-	if (err < 0)
-		return err;
+	if (err != 0)
+		return err < 0 ? err : 0; /* 1: not there yet, nothing made */
 	real = realpath(dir, NULL);
 	if (!real) {
 		err = -errno;

@@ -243,7 +243,7 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 		return err;
 	}
 	raise_nofile(); /* before cachetier_open, which sizes its fd bound from it */
-	err = fs_cachedir_trust(&fs->cfg.ct.cache_dir); /* says why not */
+	err = fs_cachedir_trust(&fs->cfg.ct.cache_dir, 1); /* says why not */
 	if (err < 0)
 		return err;
 	err = cachetier_open(&fs->ct, &fs->cfg.ct, fs->be);

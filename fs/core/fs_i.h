@@ -503,13 +503,15 @@ static inline int fs_obj_live(const struct fs_obj *o)
 /* fs_log.c (the rest: fs_core.h) */
 /* backend_config's log callback: the backend's lines into this log. */
 void fs_log_backend(void *arg, enum backend_log_level level, const char *msg);
-/* 0 when the cache directory *dir (made first, 0700) can be used: a
- * directory, writable by this user on a writable filesystem, and no other
- * user can place or replace a name on its path; *dir is then replaced by
- * its resolved path (heap). Else a negative errno (-EPERM for the trust
- * rule) after saying the first check that failed on stderr (fs_cachedir.c;
- * the option parser runs it before it fits --cache-size to the disk) */
-int fs_cachedir_trust(const char **dir);
+/* 0 when the cache directory *dir (made first, 0700, when make is set) can
+ * be used: a directory, writable by this user on a writable filesystem, and
+ * no other user can place or replace a name on its path; *dir is then
+ * replaced by its resolved path (heap). Without make, a directory not there
+ * yet is 0 once its first missing part could be made (nothing created).
+ * Else a negative errno (-EPERM for the trust rule) after saying the first
+ * check that failed on stderr (fs_cachedir.c; the option parser runs it,
+ * without make, before it fits --cache-size to the disk) */
+int fs_cachedir_trust(const char **dir, int make);
 
 /* fs_ns*.c: the namespace (fs_ns.h) */
 

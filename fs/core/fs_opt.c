@@ -881,8 +881,10 @@ static int check_common(const char *cmd, struct fs_config *cfg)
 	if (err < 0)
 		return err;
 	/* the directory's own faults first: its size means nothing on a
-	 * directory that cannot be used */
-	err = fs_cachedir_trust(&cfg->ct.cache_dir);
+	 * directory that cannot be used. Nothing is made here: a command
+	 * refused after its options (an index of a mount, say) leaves no
+	 * directory behind; the mount makes it (fs_core.c) */
+	err = fs_cachedir_trust(&cfg->ct.cache_dir, 0);
 	if (err < 0)
 		return err;
 	cache_size_to_disk(cmd, cfg);
