@@ -309,8 +309,14 @@ static const struct fs_opt store_opts[] = {
      * flight against 33, half the pauses; tests/bench/README.md, "L4: the
      * count side"). 16 at 60 MB/s is 0.96 GB/s, twice what curl moved of 8
      * shards at once there. Cursors only: readers' fills and planned ranges
-     * keep --connections. */
-    {"prefetch-connections", 0, FS_OPT_UINT, CFG(ct.cursor_fills), 0, "16", 1, 1024, "N",
+     * keep --connections. But that was at load 17-25, the prefetch
+     * CPU-starved at either count: on a quiet machine (load 0.3-1.2, the
+     * same link) 16 moved 645 MB/s against 1036 at 32 for no less CPU per
+     * GB (0.877 against 0.848, 2 rounds a side): 16 connections with 30 ms
+     * before each 8 MiB answer are the bound there. So the default is 32,
+     * as --connections: the cursors as before the option; a count that
+     * follows the measured fill rate would take both. */
+    {"prefetch-connections", 0, FS_OPT_UINT, CFG(ct.cursor_fills), 0, "32", 1, 1024, "N",
      "most whole-object prefetch fills (shardfs prefetch, --warm, --prefetch-shards) in "
      "flight at once (within --connections; readers' fills and planned ranges are not bound "
      "by it)"},

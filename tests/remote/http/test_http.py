@@ -638,13 +638,13 @@ def group_badrange(env, ck, ng, src, shards, refs):
 
 def group_conns(env, ck, ng, src, shards, refs):
     """A mount with default options fetches over --connections (32) connections at once, a
-    whole-object prefetch over --prefetch-connections (16): a
+    whole-object prefetch over --prefetch-connections (32, as --connections): a
     proxy holds every ranged GET until the expected number are in flight, and counts them,
     during a cold cat of a 72 MB shard (10 chunks, the last of 2 KiB: a read from the start of
     an object gets the whole readahead window, 256M, at once, so all are asked for together;
     GETs under 1 MiB, the last chunk and the codec sniff's 64 KiB unit, are not counted) and during a
-    prefetch of a directory of 3 shards of 96 MB (36 chunks: 16 at once, the cursors' bound,
-    fetch/fetch_rules.c rules_next; 32 before it). No warm: the fills counted
+    prefetch of a directory of 3 shards of 96 MB (36 chunks: as many at once as the cursors' bound,
+    fetch/fetch_rules.c rules_next, and --connections allow). No warm: the fills counted
     are the cat's and the prefetch's."""
     import tarfile
     import io
@@ -673,7 +673,7 @@ def group_conns(env, ck, ng, src, shards, refs):
     # the codec sniff reads one 64 KiB unit (a probe, no readahead) and the last chunk is
     # 2 KiB: GETs under 1 MiB are neither held nor counted
     big_a = chunks_a - (os.path.getsize(a_tar) - (chunks_a - 1) * (8 << 20) < (1 << 20))
-    for label, want in (('cold cat', big_a), ('prefetch', 16)):
+    for label, want in (('cold cat', big_a), ('prefetch', 32)):
         # the gate's deadline only bounds a failing daemon's wait (a daemon that reaches the
         # target opens it at once): the usual poll bound, as a busy machine needs
         px = web.GateProxy(ng.port, target=want, deadline=ml.POLL_TIMEOUT, min_bytes=1 << 20)
