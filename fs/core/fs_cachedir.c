@@ -132,15 +132,15 @@ unusable(const char *dir, int err, const char *fmt, ...)
 	return err;
 }
 
-/* Why a directory could not be made in the directory parent (its
- * filesystem read-only, or not writable by this user): 0 if it could. */
-static int parent_refuses(const char *parent)
+/* Why this user cannot write in the directory path (checks 3 and 4 of the
+ * header: its filesystem read-only, -EROFS, or access's errno): 0 if it can. */
+static int write_refused(const char *path)
 {
 	struct statvfs sv;
 
-	if (statvfs(parent, &sv) == 0 && (sv.f_flag & ST_RDONLY))
+	if (statvfs(path, &sv) == 0 && (sv.f_flag & ST_RDONLY))
 		return -EROFS;
-	return access(parent, W_OK | X_OK) < 0 ? -errno : 0;
+	return access(path, W_OK | X_OK) < 0 ? -errno : 0;
 }
 
 /* Checks 1 and 2 (the header): dir there and a directory, or made (mkdir
@@ -177,7 +177,7 @@ static int usable_made(const char *dir, int make)
 				snprintf(up, sizeof(up), "%.*s", (int)parent, buf);
 			else
 				snprintf(up, sizeof(up), "%s", buf[0] == '/' ? "/" : ".");
-			e = parent_refuses(up);
+			e = write_refused(up);
 			return e < 0 ? unusable(dir, e, "cannot create %s: %s", buf, strerror(-e))
 				     : 1;
 		} else if (mkdir(buf, 0700) < 0 && errno != EEXIST) {
@@ -194,17 +194,14 @@ static int usable_made(const char *dir, int make)
 /* Checks 3 and 4 (the header) of real, the resolved dir. */
 static int usable_writable(const char *dir, const char *real)
 {
-	struct statvfs sv;
+	int e = write_refused(real);
 
-	if (statvfs(real, &sv) == 0 && (sv.f_flag & ST_RDONLY))
-		return unusable(dir, -EROFS, "%s: the filesystem of %s is mounted read-only",
-				strerror(EROFS), real);
-	if (access(real, W_OK | X_OK) < 0) {
-		int e = errno;
-
-		return unusable(dir, -e, "%s: this user (uid %ld) cannot write %s", strerror(e),
+	if (e == -EROFS)
+		return unusable(dir, e, "%s: the filesystem of %s is mounted read-only",
+				strerror(-e), real);
+	if (e < 0)
+		return unusable(dir, e, "%s: this user (uid %ld) cannot write %s", strerror(-e),
 				(long)geteuid(), real);
-	}
 	return 0;
 }
 
