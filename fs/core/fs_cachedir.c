@@ -26,7 +26,8 @@
  * fits --cache-size to the disk), each naming the directory and its cause:
  *  1. the directory exists or can be created (each missing directory
  *     made in turn: the one that cannot be made, and the errno: EROFS,
- *     EACCES, ENOTDIR naming the path that is not a directory). The
+ *     EACCES, ENOTDIR naming the path that is not a directory, ENOENT
+ *     naming a symbolic link on the path whose target is missing). The
  *     option parser's call makes nothing (a command refused after its
  *     options leaves no directory behind): it checks the first missing
  *     directory's parent and leaves the rest to the mount's call, which
@@ -143,6 +144,25 @@ static int write_refused(const char *path)
 	return access(path, W_OK | X_OK) < 0 ? -errno : 0;
 }
 
+/* path, which stat found missing, is a symbolic link whose target is
+ * missing: say so (mkdir would fail with EEXIST, realpath with ENOENT, and
+ * "DIR: No such file or directory" of a link 'ls' shows leaves the user to
+ * guess) and return -ENOENT; else 0. Its target is not made: the link may
+ * name a disk not mounted yet. */
+static int dangling(const char *dir, const char *path)
+{
+	char to[PATH_MAX];
+	ssize_t n = readlink(path, to, sizeof(to) - 1);
+
+	if (n < 0)
+		return 0; /* not a link: missing, to be made */
+	to[n] = '\0';
+	return unusable(dir, -ENOENT,
+			"%s is a symbolic link to %s, which does not exist: make that directory or "
+			"give --cache-dir another",
+			path, to);
+}
+
 /* Checks 1 and 2 (the header): dir there and a directory, or made (mkdir
  * -p, 0700) when make is set. Without make nothing is created: the first
  * missing directory is checked against its parent (check 1's errnos) and 1
@@ -168,6 +188,8 @@ static int usable_made(const char *dir, int make)
 			int e = errno;
 
 			return unusable(dir, -e, "%s: %s", buf, strerror(e));
+		} else if (dangling(dir, buf) < 0) {
+			return -ENOENT;
 		} else if (!make) {
 			/* its parent: what the path holds before it, "/" or "." */
 			char up[PATH_MAX];

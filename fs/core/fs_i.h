@@ -66,9 +66,10 @@ struct fs_config {
 	uint64_t cache_size_bytes; /* ct.cache_size_bytes, for fs_warm.c (fs_opt.c sets it) */
 	int chunk_size_given; /* --chunk-size was given (else fs_opt.c sizes it to the cache) */
 	int readahead_given;  /* --readahead was given (said in the log line of its cap) */
-	int max_connections_given; /* --max-connections was given */
-	unsigned uid, gid;	   /* --uid, --gid: the owner every file shows */
-	int uid_given, gid_given;  /* given (else the mounting user's) */
+	int max_connections_given;	/* --max-connections was given */
+	int prefetch_connections_given; /* --prefetch-connections was given */
+	unsigned uid, gid;		/* --uid, --gid: the owner every file shows */
+	int uid_given, gid_given;	/* given (else the mounting user's) */
 	/* --plan-lookahead: bytes of planned paths fetched ahead of the readers */
 	uint64_t plan_lookahead_bytes;
 	/* --plan-gap: bytes between planned extents of one object fetched

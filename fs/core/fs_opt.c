@@ -316,10 +316,11 @@ static const struct fs_opt store_opts[] = {
      * before each 8 MiB answer are the bound there. So the default is 32,
      * as --connections: the cursors as before the option; a count that
      * follows the measured fill rate would take both. */
-    {"prefetch-connections", 0, FS_OPT_UINT, CFG(ct.cursor_fills), 0, "32", 1, 1024, "N",
+    {"prefetch-connections", 0, FS_OPT_UINT, CFG(ct.cursor_fills),
+     1 + CFG(prefetch_connections_given), "32", 1, 1024, "N",
      "most whole-object prefetch fills (shardfs prefetch, --warm, --prefetch-shards) in "
-     "flight at once (within --connections; readers' fills and planned ranges are not bound "
-     "by it)"},
+     "flight at once (at most --connections: a larger value is refused; not given, it is "
+     "lowered to --connections; readers' fills and planned ranges are not bound by it)"},
     {"ca-file", 0, FS_OPT_STR, CFG(be.ca_file), 0, NULL, 0, 0, "FILE",
      "CA bundle that verifies the store's TLS certificate (default: the system's)"},
     /* long enough to ride out a store's restart or a short network
@@ -882,6 +883,19 @@ static int check_common(const char *cmd, struct fs_config *cfg)
 			return -EINVAL;
 		}
 		cfg->be.max_connections = cfg->be.connections;
+	}
+	/* the prefetch's fills run within --connections: a larger count given
+	 * would bound nothing, and the user who gave it expects it to */
+	if (cfg->ct.cursor_fills > cfg->be.connections) {
+		if (cfg->prefetch_connections_given) {
+			fprintf(stderr,
+				"shardfs: %s: --prefetch-connections %u is above --connections %u: "
+				"give at most %u (prefetch fills run within --connections)\n",
+				cmd, cfg->ct.cursor_fills, cfg->be.connections,
+				cfg->be.connections);
+			return -EINVAL;
+		}
+		cfg->ct.cursor_fills = cfg->be.connections;
 	}
 	err = default_cache_dir(cfg);
 	if (err < 0)

@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""shardfs mount tests: a hostile newcomer's pass (round 10), each finding replayed as a test.
+
+usage: test_hostile10.py SHARDFS GROUP
+GROUP:
+  prefetch-conns  --prefetch-connections against --connections, on the command line, in
+                  fstab's -o form (the mount helper) and for 'shardfs index': a count given
+                  above --connections is refused (exit 2, one stderr line naming both options
+                  and what to give), one at or below it mounts, and the default (32) under a
+                  smaller --connections mounts (lowered, nothing said). A seeded generated
+                  class of pairs (connections, prefetch-connections) over the options' ranges
+                  checks the rule for each. Before: every pair mounted, the help's "within
+                  --connections" a count that bounded nothing.
+  cachedir-link   a --cache-dir that is a symbolic link whose target is missing (dangling), a
+                  link to a link that is, and a path under one, each refused by 'shardfs mount'
+                  with exit 1 and one stderr line naming the link and its target. Before: "DIR:
+                  No such file or directory" (the link there, 'ls' shows it), so a user made
+                  nothing or made the wrong directory.
+  cachegone       the cache directory removed (rm -rf) under a running mount of a remote
+                  source (nginx) with --durable-delay 1: 'shardfs umount' exits 0 and the
+                  daemon ends (no daemon left running), and a shard filled before the removal
+                  reads back exact. Not registered in meson: it fails (see the report of
+                  round 10: the map flusher retries a failed map write at once, for ever).
+"""
+import os
+import random
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
+
+log = ml.log
+
+HINT = ('; name one this user can write with --cache-dir DIR (in fstab: cache-dir=DIR). '
+        'Without it the cache directory is $XDG_CACHE_HOME/shardfs, else $HOME/.cache/shardfs, '
+        'else /var/cache/shardfs')
+# the option table's ranges (fs/core/fs_opt.c) and --prefetch-connections' default
+CONNS_MAX = 1024
+PF_DEFAULT = 32
+PAIRS = 12  # generated (connections, prefetch-connections) pairs
+
+
+def make_source(env, n=2):
+    src = env.path('src')
+    os.makedirs(src)
+    for i in range(n):
+        with open(os.path.join(src, 's%d.tar' % i), 'wb') as f:
+            f.write(ml.tar_bytes([('m%d.bin' % i, bytes([65 + i]) * (70000 + i))]))
+    os.chmod(env.tmp, 0o755)
+    os.chmod(src, 0o755)
+    return src
+
+
+def run_refused(env, ck, label, cmd, rc, want):
+    """cmd exits rc and says exactly want (one line) on stderr; a mount it made anyway (its
+    mount point the last argument) is unmounted, so one finding does not fail the next case."""
+    r = env.run(cmd, timeout=ml.MOUNT_TIMEOUT, files=True)
+    err = r.stderr.decode(errors='replace')
+    log('%s: rc=%r %s' % (label, r.returncode, err.strip()))
+    ck.eq('%s: exit' % label, r.returncode, rc)
+    ck.eq('%s: stderr' % label, err, want + '\n')
+    if cmd[1] == 'mount' and ml.is_mounted(cmd[-1]):
+        ck.fail('%s: mounted' % label)
+        ml.Mount(env, cmd[-2], mountpoint=cmd[-1]).umount(quiet=True)
+
+
+def pf_refusal(cmd, pf, conns):
+    return ('shardfs: %s: --prefetch-connections %d is above --connections %d: give at most %d '
+            '(prefetch fills run within --connections)' % (cmd, pf, conns, conns))
+
+
+def mounts_ok(env, ck, label, src, mnt, extra):
+    """'shardfs mount' with extra exits 0 and the mount reads back exact; unmounted after."""
+    m = ml.Mount(env, src, mountpoint=mnt, cache_dir=env.path('cache'), extra=extra)
+    try:
+        m.mount()
+    except ml.MountError as e:
+        ck.fail('%s: mount failed: %s' % (label, e))
+        return
+    try:
+        with open(os.path.join(mnt, 's1', 'm1.bin'), 'rb') as f:
+            ck.eq('%s: a member' % label, f.read(), b'B' * 70001)
+    finally:
+        m.umount()
+
+
+def group_prefetch_conns(env, ck):
+    src = make_source(env)
+    mnt = env.path('mnt')
+    os.makedirs(mnt)
+    mount = [env.shardfs, 'mount', '--cache-dir', env.path('cache')]
+    # the finding: 64 given above 4
+    run_refused(env, ck, 'mount --connections 4 --prefetch-connections 64',
+                mount + ['--connections', '4', '--prefetch-connections', '64', src, mnt], 2,
+                pf_refusal('mount', 64, 4))
+    # in either order on the command line, and by '='
+    run_refused(env, ck, 'mount --prefetch-connections=5 --connections=4',
+                mount + ['--prefetch-connections=5', '--connections=4', src, mnt], 2,
+                pf_refusal('mount', 5, 4))
+    run_refused(env, ck, 'index --connections 2 --prefetch-connections 3',
+                [env.shardfs, 'index', '--cache-dir', env.path('cache'), '--connections', '2',
+                 '--prefetch-connections', '3', src], 2, pf_refusal('index', 3, 2))
+    # the default (32) under a smaller --connections, and equal counts: mounted
+    mounts_ok(env, ck, '--connections 4 (default --prefetch-connections)', src, mnt,
+              ['--connections', '4'])
+    mounts_ok(env, ck, '--connections 4 --prefetch-connections 4', src, mnt,
+              ['--connections', '4', '--prefetch-connections', '4'])
+    helper = os.environ.get('SHARDFS_MOUNT_HELPER')
+    if helper:
+        r = subprocess.run(['sh', helper, src, mnt, '-o',
+                            'connections=4,prefetch-connections=64,cache-dir=%s'
+                            % env.path('cache')],
+                           env=dict(env.env, SHARDFS_BIN=env.shardfs), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           timeout=ml.MOUNT_TIMEOUT)
+        err = r.stderr.decode(errors='replace')
+        log('fstab connections=4,prefetch-connections=64: rc=%r %s' % (r.returncode, err))
+        ck.eq('fstab: exit', r.returncode, 2)
+        ck.eq('fstab: stderr', err, pf_refusal('mount', 64, 4) + '\n')
+        if ml.is_mounted(mnt):
+            ml.Mount(env, src, mountpoint=mnt).umount(quiet=True)
+    # the class: seeded pairs over the ranges, each refused (exit 2) exactly when the count
+    # given is above --connections; the mounted ones are unmounted at once
+    rng = random.Random(env.seed)
+    log('pairs: seed %d (SHARDFS_TEST_SEED)' % env.seed)
+    for i in range(PAIRS):
+        conns = rng.choice([1, 2, rng.randint(1, CONNS_MAX), CONNS_MAX])
+        pf = rng.choice([conns, conns + 1, rng.randint(1, CONNS_MAX), 1])
+        pf = min(pf, CONNS_MAX)
+        label = 'pair %d: --connections %d --prefetch-connections %d' % (i, conns, pf)
+        if pf > conns:
+            run_refused(env, ck, label,
+                        mount + ['--connections', str(conns), '--prefetch-connections', str(pf),
+                                 src, mnt], 2, pf_refusal('mount', pf, conns))
+        else:
+            mounts_ok(env, ck, label, src, mnt,
+                      ['--connections', str(conns), '--prefetch-connections', str(pf)])
+    ck.eq('nothing left mounted', ml.is_mounted(mnt), False)
+
+
+def group_cachedir_link(env, ck):
+    src = make_source(env)
+    mnt = env.path('mnt')
+    os.makedirs(mnt)
+    missing = env.path('missing')
+    link = env.path('link')
+    os.symlink(missing, link)
+    chain = env.path('chain')
+    os.symlink(link, chain)
+    rel = env.path('rel')
+    os.symlink('no/such', rel)
+
+    def mount(cache):
+        return [env.shardfs, 'mount', '--cache-dir', cache, src, mnt]
+    run_refused(env, ck, 'a dangling link', mount(link), 1,
+                'shardfs: cache directory %s: %s is a symbolic link to %s, which does not exist'
+                ': make that directory or give --cache-dir another%s' % (link, link, missing,
+                                                                         HINT))
+    run_refused(env, ck, 'a link to a dangling link', mount(chain), 1,
+                'shardfs: cache directory %s: %s is a symbolic link to %s, which does not exist'
+                ': make that directory or give --cache-dir another%s' % (chain, chain, link,
+                                                                         HINT))
+    run_refused(env, ck, 'a relative dangling link', mount(rel), 1,
+                'shardfs: cache directory %s: %s is a symbolic link to no/such, which does not '
+                'exist: make that directory or give --cache-dir another%s' % (rel, rel, HINT))
+    sub = os.path.join(link, 'sub')
+    run_refused(env, ck, 'under a dangling link', mount(sub), 1,
+                'shardfs: cache directory %s: %s is a symbolic link to %s, which does not exist'
+                ': make that directory or give --cache-dir another%s' % (sub, link, missing,
+                                                                         HINT))
+    ck.eq('nothing made at the target', os.path.lexists(missing), False)
+    ck.eq('nothing mounted', ml.is_mounted(mnt), False)
+    # the link's target made: the mount goes ahead through it
+    os.makedirs(missing, mode=0o700)
+    with ml.Mount(env, src, mountpoint=mnt, cache_dir=link) as m:
+        with open(os.path.join(m.mnt, 's0', 'm0.bin'), 'rb') as f:
+            ck.eq('through the link, made: a member', f.read(), b'A' * 70000)
+
+
+def group_cachegone(env, ck):
+    src = make_source(env, 3)
+    cache = env.path('cache')
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        m = ml.Mount(env, ng.url('/'), cache_dir=cache,
+                     extra=['--warm', 'off', '--durable-delay', '1'])
+        with m:
+            with open(os.path.join(m.mnt, 's0.tar'), 'rb') as f:
+                first = f.read()
+            with open(os.path.join(src, 's0.tar'), 'rb') as f:
+                ck.eq('s0.tar before the removal', first, f.read())
+            subprocess.run(['rm', '-rf', cache], check=True)
+            # the filled unit's map falls due (--durable-delay 1) and cannot be written
+            ml.poll(lambda: not os.path.exists(cache), what='cache gone')
+            with open(os.path.join(m.mnt, 's0.tar'), 'rb') as f:
+                ck.eq('s0.tar after the removal (its open data file)', f.read(), first)
+        ck.eq('daemon ended after umount', m.alive_after_umount, [])
+    finally:
+        ng.stop()
+
+
+GROUPS = {'prefetch-conns': (group_prefetch_conns, 200),
+          'cachedir-link': (group_cachedir_link, 120),
+          'cachegone': (group_cachegone, 120)}
+
+
+if __name__ == '__main__':
+    ml.run_groups(GROUPS, __doc__)
