@@ -16,6 +16,9 @@
  * the calling thread's record of be (struct failure): one per thread, so
  * requests of other threads at the same time never mix into it.
  * backend_log_failure logs a record once per object and cause.
+ *
+ * backend_version_same is the one rule that tells two versions of an
+ * object apart (backend.h says it); every layer above asks it.
  */
 #include <errno.h>
 #include <limits.h>
@@ -310,6 +313,32 @@ void backend_close(struct backend *be)
 const char *backend_describe(const struct backend *be)
 {
 	return be->desc;
+}
+
+/* An ETag fits a tag as it is; the longest ":<size>:<mtime>" is 42 bytes. */
+_Static_assert(sizeof(((struct backend_objinfo *)0)->etag) == BACKEND_VERSION_TAG,
+	       "an ETag is its own tag");
+
+void backend_version_tag(const char *etag, uint64_t size, int64_t mtime,
+			 char tag[BACKEND_VERSION_TAG])
+{
+	if (etag[0])
+		snprintf(tag, BACKEND_VERSION_TAG, "%s", etag);
+	else
+		snprintf(tag, BACKEND_VERSION_TAG, ":%llu:%lld", (unsigned long long)size,
+			 (long long)mtime);
+}
+
+int backend_version_same(const char *etag_a, uint64_t size_a, int64_t mtime_a, const char *etag_b,
+			 uint64_t size_b, int64_t mtime_b)
+{
+	char a[BACKEND_VERSION_TAG], b[BACKEND_VERSION_TAG];
+
+	if (size_a != size_b)
+		return 0;
+	backend_version_tag(etag_a, size_a, mtime_a, a);
+	backend_version_tag(etag_b, size_b, mtime_b, b);
+	return strcmp(a, b) == 0;
 }
 
 int backend_is_local(const struct backend *be)

@@ -144,6 +144,26 @@ struct backend_objinfo {
 	int dir;
 };
 
+/* One version identity for every layer that tells two versions of an
+ * object apart (fs/core's refresh and lookup, the cache tier's object and
+ * file names, saved indexes and class maps): a version is its size and its
+ * ETag when it has one, else its size and mtime (a store that sends no
+ * ETag, or an ETag the caller cannot use: pass ""). So a store without ETags
+ * cannot tell a rewrite at the same size within the same second (its
+ * Last-Modified has whole seconds).
+ *
+ * backend_version_tag writes what stands for the version beside the size:
+ * etag, or ":<size>:<mtime>" when etag is "" (tag has BACKEND_VERSION_TAG
+ * bytes); names and hashes of a version's saved state are made of it, so
+ * those of versions with an ETag are what they were before the rule.
+ * backend_version_same: 1 when the two are one version (same size, same
+ * tag), else 0. */
+#define BACKEND_VERSION_TAG 80
+void backend_version_tag(const char *etag, uint64_t size, int64_t mtime,
+			 char tag[BACKEND_VERSION_TAG]);
+int backend_version_same(const char *etag_a, uint64_t size_a, int64_t mtime_a, const char *etag_b,
+			 uint64_t size_b, int64_t mtime_b);
+
 /* Called once per object, in no particular order. Return non-zero to stop
  * the listing (backend_list then returns that value). */
 typedef int (*backend_list_cb)(void *arg, const struct backend_objinfo *info);

@@ -205,8 +205,9 @@ static void *bm_head(void *arg)
 		o->heads = 1;
 		if (all < 0 || (herr < 0 && herr != -ENOENT))
 			v = -EIO;
-		else if (herr == -ENOENT || strcmp(info.etag, o->f->etag) != 0 ||
-			 info.size != o->f->size)
+		else if (herr == -ENOENT ||
+			 !backend_version_same(info.etag, info.size, info.mtime, o->f->etag,
+					       o->f->size, o->f->mtime))
 			v = -ESTALE;
 		o->stale = v == -ESTALE;
 	}

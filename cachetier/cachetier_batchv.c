@@ -173,8 +173,10 @@ void cachetier__batch_confirm(struct bt_req *q, int slot)
 
 				if (all < 0 || (herr[l] < 0 && herr[l] != -ENOENT))
 					v = -EIO;
-				else if (herr[l] == -ENOENT || strcmp(info[l].etag, f->etag) != 0 ||
-					 info[l].size != f->size)
+				else if (herr[l] == -ENOENT ||
+					 !backend_version_same(info[l].etag, info[l].size,
+							       info[l].mtime, f->etag, f->size,
+							       f->mtime))
 					v = -ESTALE;
 				f->bc_inflight--;
 				o->mine--;

@@ -410,7 +410,7 @@ enum obj_state { OBJ_OPENING, OBJ_READY, OBJ_FAILED };
 struct cachetier_obj {
 	struct cachetier *ct;
 	struct cachetier_obj *next; /* chain in ct->obj_tab, protected by ct->lock */
-	char *name;		    /* "<codec>:<etag>:<key>", the table key */
+	char *name;		    /* "<codec>:<tag>:<key>", the table key (obj_name) */
 	const char *key;	    /* the key, inside name */
 	int refs;		    /* protected by ct->lock */
 	enum obj_state state;	    /* protected by ct->lock; waiters use ct->cond */
@@ -581,6 +581,7 @@ struct ct_map {
 	size_t keylen;
 	const char *etag;
 	size_t etaglen;
+	int64_t mtime; /* a version without an ETag's (else 0) */
 	const unsigned char *bitmap;
 	const unsigned char *crcs; /* u32 CRC32C per unit (valid units' only mean anything) */
 };
@@ -862,9 +863,10 @@ static inline void cachetier__lkrun_add(struct ct_lkrun *r, int fd, short type, 
 	r->n++;
 }
 
-/* Data file name of an object: hash of key, ETag, size and unit bytes. */
-int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t unit_bytes,
-			 char hash[17]);
+/* Data file name of an object: hash of key, version (backend_version_tag:
+ * its ETag, else its size and mtime), size and unit bytes. */
+int cachetier__file_hash(const char *key, const char *etag, uint64_t size, int64_t mtime,
+			 uint32_t unit_bytes, char hash[17]);
 /* Read and check dirfd/<hash>.map: it parses and names this file (hash).
  * Units it claims past the data file's end (the file was cut) are dropped
  * from *m's bitmap, their count in *lost (when not NULL): fetched again.

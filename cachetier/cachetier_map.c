@@ -7,8 +7,9 @@
  * ahead of a sequential reader, into a sparse local file, and served from
  * it across reads and remounts.
  *
- * On disk, per object (name = hash of key, ETag and size, so a changed
- * object never meets old bytes):
+ * On disk, per object (name = hash of key, version and size, so a changed
+ * object never meets old bytes; the version is backend_version_tag's: the
+ * ETag, else size and mtime, as everywhere else):
  *   data/<hash>      sparse data file; chunk i at offset i * chunk_bytes
  *   data/<hash>.map  which units are valid (format below)
  *
@@ -43,8 +44,10 @@
  * Map format (little-endian):
  *   0  magic "SHCHMAP\1"   8  u32 version    12 u32 unit bytes
  *   16 u64 object size     24 u32 units      28 u32 key length
- *   32 u32 ETag length     36 u32 0          40 key, ETag, bitmap
- *   (bit i of byte i/8 = unit i valid), u32 CRC32C per unit (of its
+ *   32 u32 ETag length     36 u32 mtime bytes 40 key, ETag, [mtime], bitmap
+ *   (mtime bytes: 8 for a version without an ETag, whose i64 mtime follows
+ *   the empty ETag, else 0: maps of versions with one are as before;
+ *   bit i of byte i/8 = unit i valid), u32 CRC32C per unit (of its
  *   bytes; 0 for units not valid), then u64 FNV-1a of all before.
  */
 #include <errno.h>
@@ -72,6 +75,7 @@
 int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m)
 {
 	uint64_t need;
+	uint32_t mlen;
 
 	if (len < MAP_HDR + 8 || memcmp(buf, MAP_MAGIC, 8) != 0)
 		return -EBADMSG;
@@ -84,14 +88,17 @@ int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m)
 	m->nunits = disk_le32_get(buf + 24);
 	m->keylen = disk_le32_get(buf + 28);
 	m->etaglen = disk_le32_get(buf + 32);
-	need = (uint64_t)MAP_HDR + m->keylen + m->etaglen + ((uint64_t)m->nunits + 7) / 8 +
+	mlen = disk_le32_get(buf + 36);
+	need = (uint64_t)MAP_HDR + m->keylen + m->etaglen + mlen + ((uint64_t)m->nunits + 7) / 8 +
 	       (uint64_t)m->nunits * 4 + 8;
-	if (m->unit_bytes == 0 || need != len ||
+	if (m->unit_bytes == 0 || need != len || (mlen != 0 && mlen != 8) ||
+	    (mlen != 0) != (m->etaglen == 0) ||
 	    m->nunits != (m->size + m->unit_bytes - 1) / m->unit_bytes)
 		return -EBADMSG;
 	m->key = (const char *)buf + MAP_HDR;
 	m->etag = m->key + m->keylen;
-	m->bitmap = (const unsigned char *)m->etag + m->etaglen;
+	m->mtime = mlen ? (int64_t)disk_le64_get((const unsigned char *)m->etag) : 0;
+	m->bitmap = (const unsigned char *)m->etag + m->etaglen + mlen;
 	m->crcs = m->bitmap + ((size_t)m->nunits + 7) / 8;
 	return 0;
 }
@@ -155,7 +162,8 @@ static int map_encode(struct ct_file *f, int64_t now, int64_t delay, int all, un
 		      size_t *len, unsigned *young, int64_t *young_ns)
 {
 	size_t klen = strlen(f->key), elen = strlen(f->etag), blen = ((size_t)f->nunits + 7) / 8;
-	size_t n = MAP_HDR + klen + elen + blen + (size_t)f->nunits * 4 + 8;
+	size_t mlen = elen ? 0 : 8; /* a version without an ETag: its mtime */
+	size_t n = MAP_HDR + klen + elen + mlen + blen + (size_t)f->nunits * 4 + 8;
 	unsigned char *buf = calloc(1, n), *bm, *crcs;
 	unsigned valid = 0;
 
@@ -170,9 +178,12 @@ static int map_encode(struct ct_file *f, int64_t now, int64_t delay, int all, un
 	disk_le32_put(buf + 24, f->nunits);
 	disk_le32_put(buf + 28, (uint32_t)klen);
 	disk_le32_put(buf + 32, (uint32_t)elen);
+	disk_le32_put(buf + 36, (uint32_t)mlen);
 	memcpy(buf + MAP_HDR, f->key, klen);
 	memcpy(buf + MAP_HDR + klen, f->etag, elen);
-	bm = buf + MAP_HDR + klen + elen;
+	if (mlen)
+		disk_le64_put(buf + MAP_HDR + klen, (uint64_t)f->mtime);
+	bm = buf + MAP_HDR + klen + elen + mlen;
 	crcs = bm + blen;
 	*young = 0;
 	*young_ns = 0;
@@ -395,12 +406,17 @@ static struct ct_file *file_find(struct cachetier *ct, int dirfd, const char *ha
 	return NULL;
 }
 
-int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t unit_bytes,
-			 char hash[17])
+int cachetier__file_hash(const char *key, const char *etag, uint64_t size, int64_t mtime,
+			 uint32_t unit_bytes, char hash[17])
 {
-	char ident[4096 + 128];
-	int n = snprintf(ident, sizeof(ident), "%s%c%s%c%llu%c%u", key, 0, etag, 0,
-			 (unsigned long long)size, 0, unit_bytes);
+	char ident[4096 + 128], tag[BACKEND_VERSION_TAG];
+	int n;
+
+	/* the tag of a version with an ETag is the ETag: those files keep
+	 * their names */
+	backend_version_tag(etag, size, mtime, tag);
+	n = snprintf(ident, sizeof(ident), "%s%c%s%c%llu%c%u", key, 0, tag, 0,
+		     (unsigned long long)size, 0, unit_bytes);
 
 	if (n < 0 || (size_t)n >= sizeof(ident))
 		return -ENAMETOOLONG;
@@ -424,8 +440,9 @@ int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsig
 	if (err == 0) {
 		key = strndup(m->key, m->keylen);
 		etag = strndup(m->etag, m->etaglen);
-		err = !key || !etag ? -ENOMEM
-				    : cachetier__file_hash(key, etag, m->size, m->unit_bytes, h);
+		err = !key || !etag
+			  ? -ENOMEM
+			  : cachetier__file_hash(key, etag, m->size, m->mtime, m->unit_bytes, h);
 		if (err == 0 && strcmp(h, hash) != 0)
 			err = -EBADMSG; /* not this file's map (or an old naming) */
 	}
@@ -514,7 +531,7 @@ static int file_init_alone(struct cachetier *ct, struct ct_file *f)
  * (f->opening is set, so nobody else touches f's live fields). Returns
  * the valid bytes, or a negative errno. */
 static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *key, const char *etag,
-			 uint64_t size, uint32_t unit_bytes)
+			 uint64_t size, int64_t mtime, uint32_t unit_bytes)
 {
 	uint64_t nunits = (size + unit_bytes - 1) / unit_bytes, valid = 0;
 	char name[24];
@@ -540,6 +557,7 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 		return -ENOMEM;
 	snprintf(f->etag, sizeof(f->etag), "%s", etag);
 	f->size = size;
+	f->mtime = etag[0] ? 0 : mtime; /* the map keeps it only then */
 	f->unit_bytes = unit_bytes;
 	/* units of this process's chunk size form its sequential requests; an
 	 * object of other units (an earlier mount's, loaded to be evicted)
@@ -577,13 +595,13 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 
 /* Make f live (ct->lock held on entry and return, dropped while loading). */
 static int file_activate(struct cachetier *ct, struct ct_file *f, const char *key, const char *etag,
-			 uint64_t size, uint32_t unit_bytes)
+			 uint64_t size, int64_t mtime, uint32_t unit_bytes)
 {
 	int64_t valid;
 
 	f->opening = 1;
 	disk_mutex_unlock(&ct->lock);
-	valid = file_load(ct, f, key, etag, size, unit_bytes);
+	valid = file_load(ct, f, key, etag, size, mtime, unit_bytes);
 	cachetier__lock(ct);
 	ct->used -= f->bytes;
 	if (valid == -ENOSPC || valid == -EDQUOT) {
@@ -593,7 +611,7 @@ static int file_activate(struct cachetier *ct, struct ct_file *f, const char *ke
 		ct->free_known = 0;
 		(void)cachetier__make_room(ct, 0, 0);
 		disk_mutex_unlock(&ct->lock);
-		valid = file_load(ct, f, key, etag, size, unit_bytes);
+		valid = file_load(ct, f, key, etag, size, mtime, unit_bytes);
 		cachetier__lock(ct);
 	}
 	f->opening = 0;
@@ -637,7 +655,7 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 	if (err == 0 && (f->opening || f->evicting))
 		err = -EBUSY;
 	if (err == 0)
-		err = f->live ? 0 : file_activate(ct, f, key, etag, m.size, m.unit_bytes);
+		err = f->live ? 0 : file_activate(ct, f, key, etag, m.size, m.mtime, m.unit_bytes);
 	free(key);
 	free(etag);
 	free(buf);
@@ -656,7 +674,8 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 	/* an object of more than UNITS_MAX units (64 GiB of 64 KiB) keeps its
 	 * state per chunk: the per-unit arrays would take 20 bytes a unit */
 	unit_bytes = info->size / ct->unit > UNITS_MAX ? ct->cfg.chunk_bytes : ct->unit;
-	err = cachetier__file_hash(info->key, info->etag, info->size, unit_bytes, hash);
+	err =
+	    cachetier__file_hash(info->key, info->etag, info->size, info->mtime, unit_bytes, hash);
 	if (err < 0)
 		return err;
 
@@ -668,8 +687,9 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		disk_cond_wait(&ct->unit_cond, &ct->lock);
 	}
 	if (f && f->live) {
-		int same = strcmp(f->key, info->key) == 0 && strcmp(f->etag, info->etag) == 0 &&
-			   f->size == info->size;
+		int same = strcmp(f->key, info->key) == 0 &&
+			   backend_version_same(f->etag, f->size, f->mtime, info->etag, info->size,
+						info->mtime);
 
 		f->atime_ns = cachetier__now_ns();
 		cachetier__ev_mark(ct, f);
@@ -694,7 +714,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		ct->files = f;
 		cachetier__ev_link(ct, f);
 	}
-	err = file_activate(ct, f, info->key, info->etag, info->size, unit_bytes);
+	err = file_activate(ct, f, info->key, info->etag, info->size, info->mtime, unit_bytes);
 	if (err == 0)
 		*out = f;
 	disk_mutex_unlock(&ct->lock);

@@ -2,7 +2,7 @@
  * cachetier_obj.c — the object table of the cache tier (cachetier.c) and
  * the bounded set of open local source fds.
  *
- * Open objects live in a hash table keyed by codec, ETag and key, so that
+ * Open objects live in a hash table keyed by codec, version and key, so that
  * concurrent openers of one compressed shard share a single decode: the
  * first caller decodes (outside the lock) while later ones wait on ct->cond.
  * A mount keeps one object per shard it has indexed, so the table holds
@@ -31,24 +31,25 @@
 
 #include "cachetier_i.h"
 
-/* The object table's key, "<codec>:<etag>:<key>" (malloc'd); a decoded
- * copy's file name is its hash. A version without an ETag (a server that
- * sends none; --weak-etag trust on an object whose ETag flips) is named by
- * what stands for it instead, "<codec>::<size>:<mtime>:<key>": with the
- * ETag's place alone, every version of the key would meet the first one's
- * object (its size, its decoded bytes). Names with an ETag are unchanged. */
+/* The object table's key, "<codec>:<tag>:<key>" (malloc'd), tag the
+ * version's (backend_version_tag: the ETag, else ":<size>:<mtime>", so a
+ * version without one, from a server that sends none or under --weak-etag
+ * trust on an object whose ETag flips, is "<codec>::<size>:<mtime>:<key>");
+ * a decoded copy's file name is its hash. With the ETag's place alone,
+ * every version of a key without one would meet the first one's object
+ * (its size, its decoded bytes). Names with an ETag are the ETag's. */
 static char *obj_name(const struct backend_objinfo *info, enum cachetier_codec codec)
 {
-	size_t n = strlen(info->key) + strlen(info->etag) + 8 + 2 * 21;
-	char *name = malloc(n);
+	char tag[BACKEND_VERSION_TAG];
+	size_t n;
+	char *name;
 
+	backend_version_tag(info->etag, info->size, info->mtime, tag);
+	n = strlen(info->key) + strlen(tag) + 16;
+	name = malloc(n);
 	if (!name)
 		return NULL;
-	if (info->etag[0])
-		snprintf(name, n, "%d:%s:%s", (int)codec, info->etag, info->key);
-	else
-		snprintf(name, n, "%d::%llu:%lld:%s", (int)codec, (unsigned long long)info->size,
-			 (long long)info->mtime, info->key);
+	snprintf(name, n, "%d:%s:%s", (int)codec, tag, info->key);
 	return name;
 }
 

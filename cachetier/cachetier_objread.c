@@ -35,7 +35,8 @@ static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
 
 		/* a local file decodes from whatever is at its path now */
 		err = backend_stat(ct->be, o->info.key, &now);
-		if (err == 0 && strcmp(now.etag, o->info.etag) != 0)
+		if (err == 0 && !backend_version_same(now.etag, now.size, now.mtime, o->info.etag,
+						      o->info.size, o->info.mtime))
 			err = -ESTALE;
 	}
 	if (err == 0)

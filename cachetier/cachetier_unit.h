@@ -62,7 +62,7 @@ enum ct_unit {
  * and everything else: docs/architecture.md, "Lock order". */
 struct ct_file {
 	struct ct_file *next;	/* in ct->files */
-	char hash[17];		/* file name: hash of key, ETag, size, unit bytes */
+	char hash[17];		/* file name: hash of key, version, size, unit bytes */
 	int dirfd;		/* the data/ directory it lives in (not owned) */
 	int foreign;		/* another source's object: evicted, never filled */
 	int live;		/* identity, datafd and arrays below are set */
@@ -75,6 +75,7 @@ struct ct_file {
 	char *key;
 	char etag[80];
 	uint64_t size;
+	int64_t mtime;	     /* the version's, without an ETag (backend_version_same) */
 	uint32_t unit_bytes; /* unit bytes: what a state byte, a map bit, a lock and an
 			      * eviction cover (the arrays below are per unit) */
 	uint32_t nunits;     /* units */

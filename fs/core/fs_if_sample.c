@@ -18,10 +18,10 @@
  *
  * The .cls values need the members' bytes (a remote shard's chunks), so
  * each shard's values are kept in the cache directory (cachetier meta blob
- * "imagefolder-cls|<codec>|<etag>|<size>|<key>" in the shard's family
- * "imagefolder-cls|<key>", which a save sweeps of the older versions'
- * maps) and later mounts read none of them again. A shard's index from a
- * sidecar is trusted for a .cls member only once the tar header before its
+ * "imagefolder-cls|<codec>|<tag>|<size>|<key>", the version's tag
+ * backend_version_tag's, in the shard's family "imagefolder-cls|<key>",
+ * which a save sweeps of the older versions' maps) and later mounts read none of them again. A
+ * shard's index from a sidecar is trusted for a .cls member only once the tar header before its
  * bytes, read with them, describes it (read_cls); one that does not
  * rejects the sidecar and the view is built again over the index built
  * from the shard (fs_if_get).
@@ -204,8 +204,12 @@ static int cls_blob_name(const struct fs *fs, uint32_t shard, char *buf, size_t 
 			 size_t fsize)
 {
 	const struct fs_obj *o = fs_obj(fs, fs_shard(fs, shard)->obj);
-	int n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s",
-			 fs_shard(fs, shard)->codec, o->info.etag, o->info.size, o->key);
+	char tag[BACKEND_VERSION_TAG]; /* the version: its ETag, else size and mtime */
+	int n;
+
+	backend_version_tag(o->info.etag, o->info.size, o->info.mtime, tag);
+	n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s", fs_shard(fs, shard)->codec,
+		     tag, o->info.size, o->key);
 
 	if (n < 0 || (size_t)n >= size)
 		return -ENAMETOOLONG;

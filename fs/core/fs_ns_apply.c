@@ -115,22 +115,18 @@ static uint32_t ap_current(struct fs *fs, uint32_t *cur)
 /* Does listing entry e show the version object o is? A name-only entry
  * (a brace pattern's) does while o is not known to be missing: what a
  * mount learned stays (its changes are noticed through If-Match), and a
- * refresh asks again for a name the store did not have. An object whose
- * ETag is new at every answer (etag_unusable) is the same version while
- * its size and mtime are (its size alone under --weak-etag trust:
- * fs__ns_obj_unusable_same): the listing's new ETag says nothing (else
- * each refresh made a new version, which its next read found changed
- * again: ESTALE and three HEADs a refresh). */
-static int listing_same(const struct fs *fs, const struct lent *e, const struct fs_obj *o)
+ * refresh asks again for a name the store did not have. Any other entry
+ * does when fs__ns_obj_same says so (the one version identity: ETag and
+ * size, or size and mtime without a usable ETag). So an object whose ETag
+ * is new at every answer (etag_unusable) is the same version while its
+ * size and mtime are: the listing's new ETag says nothing (else each
+ * refresh made a new version, which its next read found changed again:
+ * ESTALE and three HEADs a refresh). */
+static int listing_same(const struct lent *e, const struct fs_obj *o)
 {
-	int k = atomic_load_explicit(&o->known, memory_order_acquire);
-
 	if (e->info.name_only)
-		return k != FS_INFO_MISSING;
-	if (k == FS_INFO_KNOWN && o->etag_unusable)
-		return fs__ns_obj_unusable_same(fs, o, e->info.size, e->info.mtime);
-	return k == FS_INFO_KNOWN && strcmp(e->info.etag, o->info.etag) == 0 &&
-	       e->info.size == o->info.size;
+		return atomic_load_explicit(&o->known, memory_order_acquire) != FS_INFO_MISSING;
+	return fs__ns_obj_same(o, &e->info);
 }
 
 static int lent_key_cmp(const void *key, const void *e)
@@ -159,7 +155,7 @@ static int sidecar_changed(struct fs *fs, const struct listing *l, const struct 
 		return 0; /* no index yet, or one trusted whole */
 	so = fs_obj(fs, s->sidecar_obj);
 	e = bsearch(so->key, l->v, l->n, sizeof(*l->v), lent_key_cmp);
-	return !e || !listing_same(fs, e, so);
+	return !e || !listing_same(e, so);
 }
 
 /* Merge listing l with the objects the mount shows (cur, ncur), both in
@@ -175,7 +171,7 @@ static int ap_merge(struct apply *ap, const struct listing *l, const uint32_t *c
 	while (i < l->n || j < ncur) {
 		struct fs_obj *o = j < ncur ? fs_obj(fs, cur[j]) : NULL;
 		int c = i == l->n ? 1 : j == ncur ? -1 : strcmp(l->v[i].key, o->key), err;
-		int same = c == 0 && fs_obj_live(o) && listing_same(fs, &l->v[i], o);
+		int same = c == 0 && fs_obj_live(o) && listing_same(&l->v[i], o);
 		/* the same version, replaced for its sidecar's change (counted
 		 * as that sidecar's, unless a lookup replaced it before) */
 		int sc = same && sidecar_changed(fs, l, o);

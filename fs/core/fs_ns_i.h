@@ -98,14 +98,15 @@ void fs__ns_notify_dir_diff(struct fs *fs, uint32_t d, const struct fs_dirent *a
 
 /* fs_ns_obj.c */
 /* New version no of an object whose ETag is new at every answer (a real
- * change of it): unusable still, its version its size under --weak-etag
- * trust. */
+ * change of it): unusable still, its ETag emptied under --weak-etag trust. */
 void fs__ns_obj_etag_unusable(struct fs *fs, struct fs_obj *no);
-/* 1 when object o, whose ETag is new at every answer, is the version of
- * size and mtime: the same size and mtime (the same size under --weak-etag
- * trust, where its version is its size). */
-int fs__ns_obj_unusable_same(const struct fs *fs, const struct fs_obj *o, uint64_t size,
-			     int64_t mtime);
+/* 1 when info (a listing's entry, a HEAD's answer) names the version object
+ * o is: o's info is known and backend_version_same says so, o's ETag and
+ * info's taken as none when o's ETag is new at every answer (etag_unusable:
+ * its version is then its size and mtime, as a store's without ETags). The
+ * refresh (listing_same), a lookup's replace and the check of a local file
+ * ask this and nothing else. */
+int fs__ns_obj_same(const struct fs_obj *o, const struct backend_objinfo *info);
 int64_t fs__ns_dir_entry_of(const struct fs_dir *d, const char *name, uint8_t kind, uint32_t idx);
 
 #endif

@@ -5,7 +5,9 @@
  * which a lookup calls to put a new version of one object in place of a
  * stale one (or to remove it) without a whole refresh; it notices a store
  * whose ETag is new at every answer (etag_flips), whose objects' reads then
- * fail with EPROTO unless --weak-etag trust.
+ * fail with EPROTO unless --weak-etag trust. Whether a listing's entry or
+ * a HEAD is the version an object is: fs__ns_obj_same, the one rule
+ * (backend_version_same) that the refresh and the lookups ask.
  *
  * Non-goals: a whole refresh (fs_ns.c, fs_ns_apply.c).
  */
@@ -81,7 +83,7 @@ int fs_obj_check(struct fs *fs, uint32_t obj)
 	}
 	if (err < 0)
 		return err;
-	if (strcmp(info.etag, o->info.etag) != 0 || info.size != o->info.size) {
+	if (!fs__ns_obj_same(o, &info)) {
 		fs_obj_mark_stale(fs, obj, FS_OBJ_STALE);
 		return -ESTALE;
 	}
@@ -98,6 +100,22 @@ int64_t fs__ns_dir_entry_of(const struct fs_dir *d, const char *name, uint8_t ki
 	return i >= 0 && d->ents[i].kind == kind && d->ents[i].idx == idx ? i : -1;
 }
 
+/* fs__ns_obj_same, with o's ETag also taken as unusable when unusable is
+ * set (a HEAD that just found it so: etag_flips). */
+static int obj_same(const struct fs_obj *o, const struct backend_objinfo *info, int unusable)
+{
+	unusable = unusable || o->etag_unusable;
+	if (atomic_load_explicit(&o->known, memory_order_acquire) != FS_INFO_KNOWN)
+		return 0;
+	return backend_version_same(unusable ? "" : o->info.etag, o->info.size, o->info.mtime,
+				    unusable ? "" : info->etag, info->size, info->mtime);
+}
+
+int fs__ns_obj_same(const struct fs_obj *o, const struct backend_objinfo *info)
+{
+	return obj_same(o, info, 0);
+}
+
 /* The new version (info) of object o, appended as object *nidx (with its
  * shard), in o's directory: 0 or -errno. refresh_lock held. */
 static int ns_replace_append(struct fs *fs, const struct fs_obj *o,
@@ -105,9 +123,7 @@ static int ns_replace_append(struct fs *fs, const struct fs_obj *o,
 {
 	uint32_t n = fs->nobjs, ns = fs->nshards;
 	/* an ETag new at every answer is no change (etag_flips) */
-	int same = etag_unusable
-		       ? fs__ns_obj_unusable_same(fs, o, info->size, info->mtime)
-		       : strcmp(info->etag, o->info.etag) == 0 && info->size == o->info.size;
+	int same = obj_same(o, info, etag_unusable);
 	struct fs_obj *no;
 	struct lent e;
 	int err;
@@ -121,7 +137,7 @@ static int ns_replace_append(struct fs *fs, const struct fs_obj *o,
 	no = fs_obj(fs, *nidx);
 	no->dir = o->dir;
 	/* the same version whose sidecar a read proved wrong: build */
-	if (strcmp(info->etag, o->info.etag) == 0)
+	if (same)
 		no->sidecar_rejected = atomic_load(&o->sidecar_rejected);
 	/* changed since the last refresh, unless this is the same version
 	 * again (a sidecar a read proved wrong) */
@@ -223,8 +239,8 @@ static int etag_flips(struct fs *fs, const struct fs_obj *o, struct backend_obji
 
 /* o's new version (info) has an ETag that changes at every answer
  * (etag_flips): counted and said once per mount, the first object named.
- * Under --weak-etag trust its version is its size (info->etag emptied:
- * fills send no If-Match and compare no ETag), else reads fail with
+ * Under --weak-etag trust its version is its size and mtime (info->etag
+ * emptied: fills send no If-Match and compare no ETag), else reads fail with
  * EPROTO (fs_obj_raw). */
 static void etag_unusable(struct fs *fs, const struct fs_obj *o, struct backend_objinfo *info)
 {
@@ -241,10 +257,11 @@ static void etag_unusable(struct fs *fs, const struct fs_obj *o, struct backend_
 			       o->key, FS_ETAG_PROBES,
 			       fs_plural(FS_ETAG_PROBES, "request", "requests"), info->etag,
 			       info->size,
-			       trust ? "so --weak-etag trust takes its size as its version"
+			       trust ? "so --weak-etag trust takes its size and Last-Modified as "
+				       "its version"
 				     : "so its bytes cannot be checked and reads of it fail with "
-				       "EPROTO; mount with --weak-etag trust to take its size as "
-				       "its version");
+				       "EPROTO; mount with --weak-etag trust to take its size and "
+				       "Last-Modified as its version");
 	}
 	if (trust)
 		info->etag[0] = '\0';
@@ -255,23 +272,6 @@ void fs__ns_obj_etag_unusable(struct fs *fs, struct fs_obj *no)
 	no->etag_unusable = 1;
 	if (fs->cfg.ct.weak_etag_trust)
 		no->info.etag[0] = '\0';
-}
-
-int fs__ns_obj_unusable_same(const struct fs *fs, const struct fs_obj *o, uint64_t size,
-			     int64_t mtime)
-{
-	return size == o->info.size && (fs->cfg.ct.weak_etag_trust || mtime == o->info.mtime);
-}
-
-/* Is info (a HEAD) the version o is? */
-static int replace_same(const struct fs *fs, const struct fs_obj *o,
-			const struct backend_objinfo *info)
-{
-	if (atomic_load_explicit(&o->known, memory_order_acquire) != FS_INFO_KNOWN)
-		return 0;
-	if (o->etag_unusable)
-		return fs__ns_obj_unusable_same(fs, o, info->size, info->mtime);
-	return strcmp(info->etag, o->info.etag) == 0 && info->size == o->info.size;
 }
 
 int fs_ns_replace(struct fs *fs, uint32_t obj)
@@ -296,7 +296,7 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 	gone = err == -ENOENT || err == -EISDIR;
 	if (err < 0 && !gone)
 		goto out;
-	if (!gone && fs_obj_live(o) && replace_same(fs, o, &info)) {
+	if (!gone && fs_obj_live(o) && fs__ns_obj_same(o, &info)) {
 		err = 0; /* unchanged after all */
 		goto out;
 	}
@@ -304,8 +304,7 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 	 * version: its bytes changed under its ETag (a weak or mtime-derived
 	 * one, cachetier_read.c), so the index saved for that ETag is of the
 	 * old bytes: built again (a sidecar a read proved wrong: below) */
-	if (!gone && o->codec >= 0 && !backend_is_local(fs->be) &&
-	    strcmp(info.etag, o->info.etag) == 0 && info.size == o->info.size &&
+	if (!gone && o->codec >= 0 && !backend_is_local(fs->be) && fs__ns_obj_same(o, &info) &&
 	    !atomic_load(&o->sidecar_rejected))
 		fs_shard_forget(fs, o->key);
 	if (!gone && (flips = etag_flips(fs, o, &info)) != 0)

@@ -222,7 +222,7 @@ static const struct fs_opt cache_opts[] = {
      "is fetched again and compared before units filled since are served (one request per "
      "fill; a change gives ESTALE, then the new version); trust: not compared (a same-size "
      "rewrite that keeps the mtime can then mix two versions); an object whose ETag is new "
-     "at every answer: check: EPROTO, trust: its size is its version"},
+     "at every answer: check: EPROTO, trust: its size and mtime are its version"},
     /* a prefetch's bytes (`shardfs prefetch`, the warm, a plan's lookahead)
      * are read later if at all: through the page cache they cost a copy,
      * their dirty writeback and, at eviction, the punch's folio work, which

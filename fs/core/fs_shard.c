@@ -61,11 +61,18 @@ const char *const fs_codec_names[3] = {"raw", "gzip", "zstd"};
 
 /* The "2" marks indexes whose codec was decided by the shard's bytes; older
  * ones took it from the name and may hold a misnamed shard's index built
- * with the wrong codec, so they are never loaded. */
+ * with the wrong codec, so they are never loaded. The version is
+ * backend_version_tag's (the ETag, else size and mtime): a saved index of
+ * one version of a store without ETags is never taken for another of the
+ * same size; those of versions with an ETag keep their identity. */
 static int shard_ident(const struct fs_obj *o, int codec, char *buf, size_t size, size_t *len)
 {
-	int n = snprintf(buf, size, "shardfs-index|2|%s|%s|%" PRIu64 "|%s", fs_codec_names[codec],
-			 o->info.etag, o->info.size, o->key);
+	char tag[BACKEND_VERSION_TAG];
+	int n;
+
+	backend_version_tag(o->info.etag, o->info.size, o->info.mtime, tag);
+	n = snprintf(buf, size, "shardfs-index|2|%s|%s|%" PRIu64 "|%s", fs_codec_names[codec], tag,
+		     o->info.size, o->key);
 
 	if (n < 0 || (size_t)n >= size)
 		return -ENAMETOOLONG;

@@ -2354,6 +2354,72 @@ static void test_changed(uint64_t seed)
 	backend_close(be);
 }
 
+/* Object i as a store without ETags lists it: its ETag emptied, so its
+ * version is its size and mtime (backend_version_same). */
+static struct cachetier_obj *obj_noetag(struct cachetier *ct, struct backend *be, int i,
+					struct backend_objinfo *info)
+{
+	struct cachetier_obj *o = NULL;
+	int err = backend_stat(be, keys[i], info);
+
+	CHECK(err == 0, "stat %s: %d", keys[i], err);
+	info->etag[0] = '\0';
+	err = cachetier_obj_open(ct, info, CACHETIER_RAW, &o);
+	CHECK(err == 0, "open %s without an ETag: %d", keys[i], err);
+	if (err)
+		exit(1);
+	return o;
+}
+
+/* A version without an ETag rewritten to other bytes of the same size
+ * with a new mtime: the new version never meets the old one's units, in
+ * the running tier nor after a reopen (its map keeps the mtime: the new
+ * version's units are served from it, no fill; the old version's map is
+ * no map of the new one's file). */
+static void test_changed_noetag(uint64_t seed)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-changed-noetag", 1ull << 30, 4);
+	struct backend_objinfo a, b;
+	struct cachetier_obj *o;
+	struct cachetier_stats st;
+	struct timespec ts[2];
+	char path[512];
+	uint64_t s = seed ^ 0x5a5e512e;
+	const int i = 1;
+
+	o = obj_noetag(ct, be, i, &a);
+	CHECK(read_check(o, i, 0, sizes[i], 0) == 0, "first version");
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	ct = tier(be, "c-changed-noetag", 1ull << 30, 4);
+
+	for (size_t k = 0; k < sizes[i]; k++)
+		data[i][k] = (unsigned char)rnd(&s);
+	write_src(keys[i], data[i], sizes[i]);
+	snprintf(path, sizeof(path), "%s/src/%s", tmpdir, keys[i]);
+	ts[0].tv_sec = a.mtime + 100;
+	ts[0].tv_nsec = 0;
+	ts[1] = ts[0];
+	utimensat(AT_FDCWD, path, ts, 0);
+	o = obj_noetag(ct, be, i, &b);
+	CHECK(b.size == a.size && b.mtime == a.mtime + 100, "same size, mtime 100 s on");
+	CHECK(read_check(o, i, 0, sizes[i], 0) == 0, "new version served from old units");
+	CHECK(read_check(o, i, CHUNK - 7, 100, 1) == 0, "new version (fd)");
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+
+	ct = tier(be, "c-changed-noetag", 1ull << 30, 4);
+	o = obj_noetag(ct, be, i, &b);
+	CHECK(read_check(o, i, 0, sizes[i], 1) == 0, "new version after reopen");
+	stats(ct, &st);
+	CHECK(st.fills == 0, "new version after reopen: %llu fills, not 0 (its map not taken)",
+	      (unsigned long long)st.fills);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 /* ---- batch fills ---- */
 
 static void batch_stats(struct cachetier *ct, struct cachetier_batch_result *r)
@@ -4140,6 +4206,7 @@ int main(void)
 	test_errors();
 	test_cut();
 	test_changed(seed);
+	test_changed_noetag(seed);
 	test_batch();
 	test_batch_heads();
 	test_batch_early();

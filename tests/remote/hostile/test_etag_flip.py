@@ -15,8 +15,8 @@ GROUP:
           throughout. Before the mend: every read ESTALE, a HEAD and a GET more each time, for
           ever.
   trust   the same with --weak-etag trust: after the first read's ESTALE and the 3 HEADs,
-          flip.tar and its members read back exactly (its size is its version); the log's line
-          says so, once; etag_unusable is 1.
+          flip.tar and its members read back exactly (its size and Last-Modified are its
+          version); the log's line says so, once; etag_unusable is 1.
 
   listing-check, listing-trust
           the same objects as a stand-in S3 bucket (ListObjectsV2 on the same server, --no-sign)
@@ -182,9 +182,10 @@ def run(env, ck, trust):
                 '%s) at the same size (%d bytes) and Last-Modified: its ETag cannot tell one '
                 'version of the object from another, ' % (PROBES, srv.head_etag,
                                                           len(objects['flip'])))
-        line += ('so --weak-etag trust takes its size as its version' if trust else
+        line += ('so --weak-etag trust takes its size and Last-Modified as its version'
+                 if trust else
                  'so its bytes cannot be checked and reads of it fail with EPROTO; mount with '
-                 '--weak-etag trust to take its size as its version')
+                 '--weak-etag trust to take its size and Last-Modified as its version')
         line += ' (objects found so are counted in etag_unusable)'
         ck.eq('the log line, times', text.count(line), 1)
         ck.eq('lines saying an ETag cannot tell a version', text.count('cannot tell one version'),
