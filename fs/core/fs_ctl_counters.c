@@ -345,6 +345,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "objects whose server answered 3 HEADs in a row with a new ETag at the same size and "
      "mtime: reads fail with EPROTO, or under --weak-etag trust their size is their version",
      C, FS(etag_unusable)},
+    {"cache_dir_removed",
+     "opens of a cache file refused (EIO) because the cache directory was removed under the "
+     "mount: what is not cached cannot be read until the mount is made again",
+     C, FS(cache_dir_gone)},
     {"loader_index_builds", "builds of .shardfs/samples.tsv and wids.json", C, FS(lidx_builds)},
     {"loader_index_shards_skipped",
      "shards the last build left out of wids.json: compressed (these have no DALI index either), "

@@ -352,7 +352,10 @@ struct fs_counters {
 	/* objects marked stale or gone because the source changed (stale_noticed
 	 * also counts a version dropped for its index: a generation) */
 	atomic_ullong source_changes;
-	atomic_ullong etag_unusable;  /* objects whose ETag changes at every answer */
+	atomic_ullong etag_unusable; /* objects whose ETag changes at every answer */
+	/* cache files that could not be opened: the cache directory was
+	 * removed under the mount (fs_shard.c, cache_gone) */
+	atomic_ullong cache_dir_gone;
 	atomic_ullong hidden_names;   /* entries hidden by a name conflict at the last listing */
 	atomic_ullong xattr_requests; /* getxattr and listxattr requests */
 	/* loader indexes (fs_loaderidx.c): builds of samples.tsv and wids.json;
@@ -461,6 +464,7 @@ struct fs {
 	int64_t mount_time;
 	struct fs_counters c;
 	atomic_int etag_unusable_said; /* 1 once the log said an object's ETag unusable */
+	atomic_int cache_gone_said;    /* 1 once the log said the cache directory was removed */
 	/* HEADs of sidecar names left running on threads of their own by
 	 * requests that gave them up (fs_sidecar.c); fs_close waits for 0 */
 	atomic_int sidecar_heads;

@@ -225,6 +225,29 @@ static void shard_refused(struct fs *fs, const struct fs_obj *o, int codec, int 
 	}
 }
 
+/* err, the cache tier's failure to open one of o's cache files: -ENOENT
+ * there means the file's directory is gone, and a reader told ENOENT of a
+ * file 'ls' shows (or ESTALE, of a source that did not change) has no way
+ * to know the cause. When the cache directory itself was removed under the
+ * mount (rm -rf of the cache, a temp cleaner): counted (cache_dir_removed),
+ * said once in the log (which, by default, was in that directory: hence
+ * the counter) and -EIO; anything else unchanged. */
+static int cache_gone(struct fs *fs, const struct fs_obj *o, int err)
+{
+	const char *dir = cachetier_dir(fs->ct);
+	struct stat st;
+
+	if (err != -ENOENT || !dir || stat(dir, &st) == 0 || errno != ENOENT)
+		return err;
+	fs->c.cache_dir_gone++;
+	if (!atomic_exchange(&fs->cache_gone_said, 1))
+		fs_log(FS_LOG_ERR,
+		       "%s: cannot open its cache file: the cache directory %s was removed under "
+		       "the mount; what is not cached fails with EIO: unmount and mount again",
+		       o->key, dir);
+	return -EIO;
+}
+
 /* The codec of shard s's bytes: gzip or zstd by their magic, a plain tar by
  * its first header, else (unknown bytes, fewer than 512) what the name says. */
 static int shard_sniff(struct fs *fs, struct fs_shard *s, int *codec)
@@ -475,6 +498,7 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 	if (err < 0) {
 		shardidx_free(ix);
 		fs->c.index_errors++;
+		err = cache_gone(fs, o, err);
 		fs_log(FS_LOG_ERR, "shard %s: cannot open: %s", o->key, strerror(-err));
 		return err;
 	}
@@ -694,6 +718,8 @@ int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw)
 		err = cachetier_obj_open(fs->ct, &o->info, CACHETIER_RAW, &o->raw);
 	*raw = o->raw;
 	disk_mutex_unlock(&o->lock);
+	if (err < 0)
+		err = cache_gone(fs, o, err);
 	if (err < 0)
 		fs_log(FS_LOG_ERR, "%s: cannot open: %s", o->key, strerror(-err));
 	return err;
