@@ -31,6 +31,9 @@ GROUP:
                   failed map write, so flush_old_maps finds it due again at once: about 600
                   openat + fdatasync a second for the mount's life). The check is a time
                   window: a unit test counting map writes per batch should replace it.
+  prefetch-empty  'shardfs prefetch MNT ""' (a PATH from an unset variable) is refused, exit 1,
+                  saying the PATH is empty, and fetches nothing. Not registered: it fails (the
+                  empty PATH prefetches the whole mount, exit 0; fs/tools/fs_prefetch.c).
   fulldisk-flusher  the same fault on a full disk: a 4 MiB tmpfs cache disk, s0.tar read, then
                   another program fills the disk (the map's temp file: ENOSPC); the flusher
                   must not retry without pause (0.2 s of CPU within 20 s; it burnt about 30 %
@@ -337,11 +340,30 @@ def group_fulldisk_flusher(env, ck):
         ng.stop()
 
 
+def group_prefetch_empty(env, ck):
+    src = make_source(env, 3)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        m = cachegone_mount(env, ng, env.path('cache'))
+        with m:
+            # PATH from an unset variable: shardfs prefetch MNT "$DIR"
+            r = env.run([env.shardfs, 'prefetch', m.mnt, ''], timeout=60)
+            err = r.stderr.decode(errors='replace')
+            log('prefetch MNT "": rc=%r %s %s' % (r.returncode, r.stdout.decode(errors='replace'),
+                                                  err))
+            ck.eq('prefetch MNT "": exit', r.returncode, 1)
+            ck.ok('empty' in err, 'prefetch MNT "": says the PATH is empty: %r' % err)
+            ck.eq('prefetch MNT "": nothing fetched', m.stats()['bytes_fetched'], 0)
+    finally:
+        ng.stop()
+
+
 GROUPS = {'prefetch-conns': (group_prefetch_conns, 200),
           'cachedir-link': (group_cachedir_link, 120),
           'cachegone-read': (group_cachegone_read, 120),
           'cachegone': (group_cachegone, 120),
-          'fulldisk-flusher': (group_fulldisk_flusher, 120)}
+          'fulldisk-flusher': (group_fulldisk_flusher, 120),
+          'prefetch-empty': (group_prefetch_empty, 120)}
 
 
 if __name__ == '__main__':
