@@ -493,6 +493,24 @@ void fs_count_forgets(struct fs *fs, uint64_t n)
 	fs->c.forgets += n;
 }
 
+void fs_count_request(struct fs *fs, enum fs_request kind)
+{
+	switch (kind) {
+	case FS_REQ_OPEN:
+		fs->c.opens++;
+		break;
+	case FS_REQ_RELEASE:
+		fs->c.releases++;
+		break;
+	case FS_REQ_FLUSH:
+		fs->c.flushes++;
+		break;
+	case FS_REQ_IOCTL:
+		fs->c.ioctls++;
+		break;
+	}
+}
+
 int fs_mount_lookup(const char *abs, long *owner, int *allow_other)
 {
 	struct mntent ent;

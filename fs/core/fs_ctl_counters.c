@@ -67,6 +67,13 @@ const struct ctl_counter fs_ctl_counters[] = {
      FS(listed_names_only)},
     {"forgets", "inodes the kernel forgot (its next path to one is a lookup again)", C,
      FS(forgets)},
+    {"opens", "open requests (with zero-cost opens: the first, answered ENOSYS)", C, FS(opens)},
+    {"releases", "release requests", C, FS(releases)},
+    {"flushes", "flush requests (answered ENOSYS: the kernel sends no more)", C, FS(flushes)},
+    {"ioctls",
+     "ioctl requests of any file (Python's open() asks isatty(): one a file opened; the kernel "
+     "caches no answer)",
+     C, FS(ioctls)},
     {"reads", "read requests", C, FS(reads)},
     {"read_bytes", "bytes returned by reads", C, FS(read_bytes)},
     {"read_errors", "reads answered with an error", C, FS(read_errors)},

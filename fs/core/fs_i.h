@@ -380,6 +380,9 @@ struct fs_counters {
 	/* inodes the kernel forgot (FUSE FORGET, fs_count_forgets): the next
 	 * path to one of them costs a LOOKUP again */
 	atomic_ullong forgets;
+	/* requests no operation of the core counts, by kind (fs_count_request:
+	 * the adapter counts them, answered or refused) */
+	atomic_ullong opens, releases, flushes, ioctls;
 };
 
 /* fs_thread.c: a background thread of the core (the warm fill, the plan

@@ -242,6 +242,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_open o;
 	int err;
 
+	fs_count_request(fs, FS_REQ_OPEN);
 	/* Zero-cost opens: the kernel stops sending OPEN and RELEASE for good and
 	 * keeps page caches (as with keep_cache); a second epoch never leaves
 	 * the kernel. Writes still fail: at write, setattr or create. */
@@ -279,8 +280,22 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	fs_op_release(ll_fs(req), ino, fi->fh);
+	struct fs *fs = ll_fs(req);
+
+	fs_count_request(fs, FS_REQ_RELEASE);
+	fs_op_release(fs, ino, fi->fh);
 	fuse_reply_err(req, 0);
+}
+
+/* Nothing to flush (read-only): ENOSYS, as libfuse answers without a
+ * handler, so that the kernel sends no FLUSH again for the mount's life
+ * (its no_flush); here only to be counted (flushes). */
+static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fs_count_request(ll_fs(req), FS_REQ_FLUSH);
+	fuse_reply_err(req, ENOSYS);
 }
 
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -436,6 +451,7 @@ static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 	(void)fi;
 	(void)flags;
 	(void)out_bufsz;
+	fs_count_request(fs, FS_REQ_IOCTL);
 	err = fs_op_ioctl(fs, ino, cmd, fuse_req_ctx(req)->uid, fuse_req_ctx(req)->gid,
 			  fuse_req_ctx(req)->pid, in_buf, in_bufsz, &stop);
 	if (err < 0)
@@ -624,6 +640,7 @@ static const struct fuse_lowlevel_ops ll_ops = {
     .read = ll_read,
     .write = ll_write,
     .release = ll_release,
+    .flush = ll_flush,
     .opendir = ll_opendir,
     .readdir = ll_readdir,
     .readdirplus = ll_readdirplus,

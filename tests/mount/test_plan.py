@@ -73,6 +73,13 @@ GROUP:
              at once (plan_index_wanted, plan_index_done, index_loaded 5 of 8), and with their
              index files removed from the cache directory builds them (index_built 5); each
              plan the same paths, missing, bytes and FNV as on the cold mount
+  requests   the FUSE requests a sample costs (docs/counters.md "FUSE requests per sample"):
+             --layout imagefolder over nginx, 24 samples of 20-120 KB, a plan of all of them
+             published, each read once as a data loader reads it (open, read to the end,
+             close), in plan order: exactly one READ a sample, one IOCTL a buffered open()
+             (Python's isatty()) and none an unbuffered one, no LOOKUP, GETATTR, OPEN,
+             RELEASE, FLUSH or GETXATTR; over the mount's life one OPEN and one FLUSH, each
+             answered ENOSYS, and no RELEASE; the samples' exact bytes
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -1584,11 +1591,93 @@ def group_indexahead_if(env, ck):
             ck.eq('%s: files read with other bytes' % label, wrong, [])
 
 
+# The requests the kernel sends, by the daemon's counters (docs/counters.md).
+REQUEST_KEYS = ('lookups', 'getattrs', 'opens', 'releases', 'flushes', 'xattr_requests',
+                'ioctls', 'reads', 'forgets')
+
+
+def group_requests(env, ck):
+    """See the module's doc. Every directory and file of the view is held by an O_PATH fd once
+    listed, so that another process's drop_caches cannot make the kernel forget it (a LOOKUP
+    less a FORGET is counted). Before the counters of OPEN, RELEASE, FLUSH and IOCTL (main's
+    fc218ae): 3 of 9 checks fail."""
+    from shardfs_test.kcache import Pins
+    src = env.path('src')
+    os.makedirs(src)
+    data = {}
+    for s in range(3):
+        with tarfile.open(os.path.join(src, 'shard-%06d.tar' % s), 'w') as tf:
+            for k in range(8):
+                jpg = env.rng.randbytes(env.rng.randrange(20000, 120000))
+                add(tf, 's%d_%03d.cls' % (s, k), b'%d' % env.rng.randrange(3))
+                add(tf, 's%d_%03d.jpg' % (s, k), jpg)
+                data['s%d_%03d.jpg' % (s, k)] = jpg
+    ng = web.Nginx(env.path('nginx'), src).start()
+    pins = Pins()
+    try:
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=WEAK_TRUST + ['--layout', 'imagefolder', '--class-from', 'cls']) as m:
+            try:
+                paths = []
+                for root, dirs, names in os.walk(m.mnt):
+                    for n in dirs + names:
+                        pins.path(os.path.join(root, n))
+                    paths += [os.path.relpath(os.path.join(root, n), m.mnt) for n in names]
+                env.rng.shuffle(paths)
+                ck.eq('files in the view', sorted(os.path.basename(p) for p in paths), sorted(data))
+                pf = env.path('plan.txt')
+                with open(pf, 'w') as f:
+                    f.write(''.join(p + '\n' for p in paths))
+                r = env.run([env.shardfs, 'plan', m.mnt, pf, '--name', 'epoch'])
+                ck.eq('plan rc', r.returncode, 0)
+
+                def counts():
+                    # three reads of the stats file, the last one's counts and what one read
+                    # costs (the same every read: the mount's first close, whose FLUSH is
+                    # answered ENOSYS, came before)
+                    m.stats()
+                    b = m.stats()
+                    c = m.stats()
+                    return c, {k: c.get(k, -1) - b.get(k, -1) for k in REQUEST_KEYS}
+
+                before, _ = counts()
+                bad = []
+                for i, p in enumerate(paths):
+                    buffering = -1 if i % 2 == 0 else 0  # Python's default, or a FileIO
+                    with open(os.path.join(m.mnt, p), 'rb', buffering=buffering) as f:
+                        got = f.read()
+                    if got != data[os.path.basename(p)]:
+                        bad.append(p)
+                st, cost = counts()
+                # from before's render: the rest of its read, the samples, then three reads
+                # (the last up to its render)
+                d = {k: st.get(k, -1) - before.get(k, -1) - 3 * cost[k] for k in REQUEST_KEYS}
+                log('requests for %d samples: %s' % (len(paths), d))
+                n, buffered = len(paths), (len(paths) + 1) // 2
+                ck.eq('samples whose bytes differ', bad, [])
+                ck.eq('plan_hits: every sample read was planned', st.get('plan_hits'), n)
+                ck.eq('READs: one a sample', d['reads'], n)
+                ck.eq('IOCTLs: one a buffered open (isatty), none an unbuffered one', d['ioctls'],
+                      buffered)
+                ck.eq('LOOKUPs (less forgets), GETATTRs, OPENs, RELEASEs, FLUSHes, GETXATTRs',
+                      (d['lookups'] - d['forgets'], d['getattrs'], d['opens'], d['releases'],
+                       d['flushes'], d['xattr_requests']), (0, 0, 0, 0, 0, 0))
+                st = m.stats()
+                ck.eq("the mount's OPENs and FLUSHes: the first of each, answered ENOSYS",
+                      (st.get('opens'), st.get('flushes')), (1, 1))
+                ck.eq("the mount's RELEASEs", st.get('releases'), 0)
+            finally:
+                pins.close()  # before the unmount
+    finally:
+        pins.close()
+        ng.stop()
+
+
 GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
           'ahead': group_ahead, 'coalesce': group_coalesce, 'nextuse': group_nextuse,
           'lookahead': group_lookahead, 'pieces': group_pieces, 'partread': group_partread,
           'inside': group_inside, 'interrupt': group_interrupt, 'indexahead': group_indexahead,
-          'indexahead-if': group_indexahead_if}
+          'indexahead-if': group_indexahead_if, 'requests': group_requests}
 
 
 if __name__ == '__main__':

@@ -116,6 +116,13 @@ void fs_count_op_error(struct fs *fs);
 /* Count n inodes the kernel forgot (forgets: one a FORGET, each of a
  * BATCH_FORGET's). */
 void fs_count_forgets(struct fs *fs, uint64_t n);
+/* The requests the adapter counts by kind (opens, releases, flushes,
+ * ioctls): every one that reached the daemon, an OPEN answered ENOSYS
+ * (zero-cost opens) and a FLUSH answered ENOSYS (the kernel sends no
+ * more) too. With lookups, getattrs, reads and xattr_requests they say
+ * what a sample costs in FUSE requests (docs/counters.md). */
+enum fs_request { FS_REQ_OPEN, FS_REQ_RELEASE, FS_REQ_FLUSH, FS_REQ_IOCTL };
+void fs_count_request(struct fs *fs, enum fs_request kind);
 
 /* ---- the notifier (fs_notify.c) ------------------------------------------ */
 /* How the notifier sends an invalidation to the kernel (given by the FUSE
