@@ -38,13 +38,13 @@
  * part-way keeps the rest of its units marked, as needed now, until PLAN_READING paths started
  * after it (use_reading) or the next publish or clear. Members of compressed shards are not marked
  * (their object is read once, by its decoding). Lock order: fs->plans->use_lock, then
- * fs->plans->lock (fs_plan_list), then the cache tier's. A publish or clear takes use_lock
- * exclusive (no read's marks interleave with its reset); reads take it shared and the list of
- * paths being read under reading_lock, a leaf held for the list work only, so reads never wait
- * for each other's marks: two reads' marks may interleave, each read's own in order (a unit an
- * extent not read yet shares is marked again after the read made it unneeded, and an extent
- * just read may see a unit it shares marked again for it by a read that looked before it was
- * read: that unit keeps a next use a plan is past, until the next publish or clear). */
+ * fs->plans->lock (fs_plan_list; a read's marks, use_again_all), then the cache tier's. A publish
+ * or clear takes use_lock exclusive (no read's marks interleave with its reset); reads take it
+ * shared and the list of paths being read under reading_lock, a leaf held for the list work only,
+ * so reads never wait for each other's marks: two reads' marks may interleave, each read's own in
+ * order (a unit an extent not read yet shares is marked again after the read made it unneeded, and
+ * an extent just read may see a unit it shares marked again for it by a read that looked before it
+ * was read: that unit keeps a next use a plan is past, until the next publish or clear). */
 
 #define USE_SHIFT     12	 /* positions given to the cache tier: 4 KiB of reading */
 #define USE_AHEAD_MAX (1u << 30) /* the furthest position marked ahead of the clock */
@@ -221,20 +221,25 @@ static void use_again(struct fs *fs, const struct fs_plan *p, uint32_t obj, uint
 
 /* Units of obj covering [lo, hi) were made unneeded: mark them again for
  * the extents not read yet that read them, in every plan. use_lock held
- * (shared or exclusive). */
+ * (shared or exclusive). The plans in place are walked under
+ * fs->plans->lock shared, with no reference taken (fs_plan_list's two
+ * atomics a plan and a copy, on every planned read): a plan leaves
+ * fs->plans->v only under the lock held exclusive, and its slot's
+ * reference keeps it until then; use_again only marks (the cache tier's
+ * atomics, no lock). */
 static void use_again_all(struct fs *fs, uint32_t obj, uint64_t lo, uint64_t hi,
 			  struct cachetier_obj *raw)
 {
-	struct fs_plan *ps[FS_PLAN_MAX];
-	size_t n;
-
 	if (lo >= hi)
 		return;
-	n = fs_plan_list(fs, ps, FS_PLAN_MAX);
-	for (size_t k = 0; k < n; k++) {
-		use_again(fs, ps[k], obj, lo, hi, raw);
-		fs_plan_put(ps[k]);
+	disk_rwlock_rdlock(&fs->plans->lock);
+	for (int s = 0; s < FS_PLAN_MAX; s++) {
+		const struct fs_plan *p = fs->plans->v[s];
+
+		if (p)
+			use_again(fs, p, obj, lo, hi, raw);
 	}
+	disk_rwlock_unlock(&fs->plans->lock);
 }
 
 /* Extent x's units are needed by none now (all of them, its reader done
@@ -301,7 +306,7 @@ static int use_reading(struct fs *fs, const struct fs_plan_extent *x, uint64_t o
 void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size)
 {
 	struct cachetier_obj *raw;
-	struct fs_plan_extent old;
+	struct fs_plan_extent old = {0}; /* set with left */
 	uint64_t uoff, ulen, from, lo, hi;
 	int end, err, begun, left = 0;
 
