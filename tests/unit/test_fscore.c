@@ -2235,6 +2235,181 @@ static void test_if_unreadable(void)
 	fs_close_core(fs);
 }
 
+/* ---- a sidecar's reads held while their request is given up -----------------
+ * A shard's sidecar (s.tar.idx, written by fs_index_shards as 'shardfs index
+ * --sidecar' writes it) read over the fault store, which holds the read
+ * while DIR.hold exists. A request with a stop (fs_op_stop_on) builds the
+ * shard's index; the test asks the stop while the store holds the read:
+ *  - the sidecar's HEAD (a brace pattern's name, names_only=1&heads=1):
+ *    the request ends with -EINTR while the HEAD is held, the HEAD's thread
+ *    is counted in its own fs (sidecar_heads 1), and another fs of the
+ *    same process drains and closes without waiting for it (0, not
+ *    -ETIMEDOUT); released, its own fs drains (0);
+ *  - the sidecar's bytes (async=1&hold_at, a read on a thread of its own as
+ *    a remote store's I/O thread runs it): the request ends with -EINTR
+ *    while the read is held, the read is released and ends on its own (its
+ *    sink refuses: the request's buffer is gone), and the fs is closed with
+ *    the read's thread in flight (fs_close waits for it: backend_close).
+ * After each, a request without a stop reads the member's exact bytes
+ * through the sidecar (index_sidecar 1, none rejected); the ASan build's
+ * leak and use-after-free checks cover the given-up read's buffer. The
+ * stop is bounded by the store: a request that did not leave would wait
+ * for the held read, which the store fails with -EIO after 30 s (not
+ * -EINTR). */
+static atomic_int sc_asked;
+
+static int sc_asked_fn(void *arg)
+{
+	(void)arg;
+	return atomic_load(&sc_asked);
+}
+
+struct sc_reader {
+	struct fs *fs;
+	int64_t ret;
+};
+
+static void *sc_reader_main(void *p)
+{
+	struct sc_reader *r = p;
+	struct fs_op_stop stop = {sc_asked_fn, NULL};
+
+	fs_op_begin();
+	fs_op_stop_on(&stop);
+	r->ret = walk_by(r->fs, "s/a.txt", 0);
+	return NULL;
+}
+
+static void *sc_close_main(void *p)
+{
+	fs_close(p);
+	return NULL;
+}
+
+/* until count_lines(path, line) is 1: a bounded poll (no timing: the
+ * store's hold keeps the read there) */
+static int sc_wait_line(const char *path, const char *line)
+{
+	for (int i = 0; i < 60000 && count_lines(path, line) < 1; i++)
+		usleep(1000);
+	return count_lines(path, line);
+}
+
+static void sc_check_read(struct fs *fs, const char *data, const char *what)
+{
+	check_bytes(fs, "s/a.txt", data, strlen(data));
+	CHECK(fs->c.index_sidecar == 1 && fs->c.index_sidecar_rejected == 0,
+	      "%s: index from the sidecar %llu, rejected %llu", what,
+	      (unsigned long long)fs->c.index_sidecar,
+	      (unsigned long long)fs->c.index_sidecar_rejected);
+}
+
+static void test_sidecar_held(void)
+{
+	char *data = pattern("sidecar-held:", 3000);
+	const struct member m[] = {{"a.txt", '0', data}, {"b.txt", '0', "b\n"}};
+	char source[4096], heads[4096], hold[4096], log[4096], line[256];
+	struct fs_index_report rep;
+	struct sc_reader rd;
+	struct fs *a, *b;
+	struct stat st;
+	pthread_t th;
+	int err;
+
+	make_dir("sc");
+	write_shard("sc/s.tar", m, 2);
+	path_of(heads, sizeof(heads), "sc.heads");
+	path_of(hold, sizeof(hold), "sc.hold");
+	path_of(log, sizeof(log), "sc.log");
+	snprintf(source, sizeof(source), "%s/src/sc", tmp);
+	fs_open_core_at(&a, "shards", source, "sc-index");
+	err = fs_index_shards(a, 1, &rep);
+	CHECK(err == 0 && rep.shards == 1 && rep.failed == 0 && rep.sidecars == 1,
+	      "fs_index_shards: %d, %u shards, %u sidecars", err, (unsigned)rep.shards,
+	      (unsigned)rep.sidecars);
+	fs_close_core(a);
+	path_of(source, sizeof(source), "sc/s.tar.idx");
+	CHECK(stat(source, &st) == 0 && st.st_size > 2, "the sidecar written");
+
+	/* the HEAD of the sidecar's name held; another fs closes meanwhile */
+	snprintf(source, sizeof(source), "fault://%s/src/sc?names_only=1&heads=1", tmp);
+	fs_open_core_at(&a, "shards", source, "sc-head");
+	fs_open_core_at(&b, "shards", NULL, "sc-other");
+	CHECK(walk(a, "s.tar") > 0, "s.tar learned before the hold");
+	write_file("sc.hold", "", 0);
+	atomic_store(&sc_asked, 0);
+	rd = (struct sc_reader){a, 1};
+	pthread_create(&th, NULL, sc_reader_main, &rd);
+	CHECK(sc_wait_line(heads, "s.tar.idx") == 1, "the sidecar's HEAD held: %d",
+	      count_lines(heads, "s.tar.idx"));
+	atomic_store(&sc_asked, 1);
+	pthread_join(th, NULL);
+	CHECK(rd.ret == -EINTR, "given up during the HEAD: %" PRId64 ", want -EINTR", rd.ret);
+	CHECK(access(hold, F_OK) == 0 && atomic_load(&a->sidecar_heads) == 1,
+	      "the HEAD still held, counted in its fs: %d", (int)atomic_load(&a->sidecar_heads));
+	CHECK(fs_sidecar_drain(b) == 0, "another fs drains without waiting for the held HEAD");
+	fs_close_core(b);
+	unlink(hold);
+	CHECK(fs_sidecar_drain(a) == 0 && atomic_load(&a->sidecar_heads) == 0,
+	      "its own fs drains once the HEAD is answered");
+	CHECK(count_lines(heads, "s.tar.idx") == 1, "the sidecar's name asked once: %d",
+	      count_lines(heads, "s.tar.idx"));
+	sc_check_read(a, data, "after the HEAD");
+	fs_close_core(a);
+
+	/* the sidecar's bytes held on the store's thread; the fs closed with
+	 * that read in flight */
+	path_of(source, sizeof(source), "sc/s.tar.idx");
+	stat(source, &st);
+	snprintf(source, sizeof(source), "fault://%s/src/sc?async=1&log=1&hold_at=%lld", tmp,
+		 (long long)st.st_size / 2);
+	snprintf(line, sizeof(line), "hold s.tar.idx %lld", (long long)st.st_size / 2);
+	/* first without a hold: the shard's bytes cached (the sidecar's never
+	 * are), so that only the sidecar's read crosses hold_at later */
+	fs_open_core_at(&a, "shards", source, "sc-read");
+	sc_check_read(a, data, "before the hold");
+	fs_close_core(a);
+	unlink(log);
+	fs_open_core_at(&a, "shards", source, "sc-read");
+	write_file("sc.hold", "", 0);
+	atomic_store(&sc_asked, 0);
+	rd = (struct sc_reader){a, 1};
+	pthread_create(&th, NULL, sc_reader_main, &rd);
+	CHECK(sc_wait_line(log, line) == 1, "the sidecar's read held: %s", line);
+	atomic_store(&sc_asked, 1);
+	pthread_join(th, NULL);
+	CHECK(rd.ret == -EINTR, "given up during the read: %" PRId64 ", want -EINTR", rd.ret);
+	CHECK(access(hold, F_OK) == 0 && a->c.index_sidecar == 0 &&
+		  a->c.index_sidecar_rejected == 0,
+	      "the read still held, nothing said of the sidecar: rejected %llu",
+	      (unsigned long long)a->c.index_sidecar_rejected);
+	/* a second request builds the index through the sidecar once the
+	 * store lets the reads go */
+	unlink(hold);
+	sc_check_read(a, data, "after the read");
+	/* again with the fs closed while the read is held: the close and the
+	 * release may come in either order (both end the same: the close
+	 * waits for the store's thread) */
+	fs_close_core(a);
+	snprintf(source, sizeof(source), "fault://%s/src/sc?async=1&log=1&hold_at=%lld", tmp,
+		 (long long)st.st_size / 2);
+	unlink(log);
+	fs_open_core_at(&a, "shards", source, "sc-read");
+	write_file("sc.hold", "", 0);
+	atomic_store(&sc_asked, 0);
+	rd = (struct sc_reader){a, 1};
+	pthread_create(&th, NULL, sc_reader_main, &rd);
+	CHECK(sc_wait_line(log, line) == 1, "the sidecar's read held again: %s", line);
+	atomic_store(&sc_asked, 1);
+	pthread_join(th, NULL);
+	CHECK(rd.ret == -EINTR, "given up again: %" PRId64 ", want -EINTR", rd.ret);
+	pthread_create(&th, NULL, sc_close_main, a);
+	unlink(hold);
+	pthread_join(th, NULL);
+	CHECK(count_lines(log, line) == 1, "the held read logged once");
+	free(data);
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -2265,6 +2440,7 @@ int main(void)
 	test_streams_plan();
 	test_index_cut();
 	test_if_unreadable();
+	test_sidecar_held();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);
