@@ -295,6 +295,7 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len)
 struct pf_collect {
 	uint32_t *v;
 	size_t n, cap;
+	int nomem; /* an object could not be added */
 };
 
 /* Start the prefetch of object obj for run: tag it with the run, and, the
@@ -321,8 +322,10 @@ static void prefetch_one(struct fs *fs, uint32_t obj, struct pf_collect *c, int 
 			size_t cap = c->cap ? c->cap * 2 : 256;
 			uint32_t *p = realloc(c->v, cap * sizeof(*p));
 
-			if (!p)
+			if (!p) {
+				c->nomem = 1;
 				return; /* its size is asked for alone */
+			}
 			c->v = p;
 			c->cap = cap;
 		}
@@ -671,6 +674,98 @@ static int prefetch_wait(struct fs *fs, const char *a, size_t n, const struct fs
 	return over;
 }
 
+/* 'prefetch-check MS [PATH]' (fs_ctl.h): the objects PATH names are
+ * gathered once, as a prefetch of PATH names them (no run begun, no object
+ * tagged, no fill asked); every PF_WAIT_TICK_NS a cursor walks past those
+ * whose prefetch no longer runs (a look costs one object or two, as
+ * prefetch-wait's). At the end, or when MS passed, what is cached of them
+ * says the answer: a command that another prefetch run overtook learns
+ * whether the bytes it asked for are cached, whoever fetched them. */
+
+/* The answer (enum fs_ctl_check) for c's objects as they are now. */
+static int pf_check_state(struct fs *fs, const struct pf_collect *c)
+{
+	uint64_t want = 0, have = 0, unfit = 0, pending = 0, h, p, u;
+
+	for (size_t i = 0; i < c->n; i++) {
+		struct fs_obj *o = fs_obj(fs, c->v[i]);
+		uint64_t size = fs_obj_size(o);
+
+		if (atomic_load(&o->known) == FS_INFO_MISSING || !fs_obj_live(o))
+			continue; /* no longer in the source: not asked for now */
+		pf_obj(o, &h, &p, &u);
+		want += size;
+		have += h < size ? h : size;
+		pending += p;
+		unfit += u;
+	}
+	if (pending)
+		return FS_CTL_CHECK_RUNNING;
+	if (have >= want)
+		return FS_CTL_CHECK_CACHED;
+	return want - have <= unfit ? FS_CTL_CHECK_UNFIT : FS_CTL_CHECK_MISSING;
+}
+
+static int prefetch_check(struct fs *fs, const char *a, size_t n, const struct fs_op_stop *stop)
+{
+	struct pf_collect c = {0};
+	char path[PATH_MAX];
+	uint64_t ms;
+	size_t i = 0, idle = 0;
+	int64_t end;
+	int len, err;
+
+	if (ctl_num(a, n, &i, FS_CTL_WAIT_MAX_MS, &ms) < 0)
+		return -EINVAL;
+	len = ctl_unescape(a + i, n - i, path, sizeof(path));
+	if (len < 0)
+		return len;
+	end = mono_ns() + (int64_t)ms * 1000000;
+	fs_ns_rdlock(fs);
+	err = prefetch_path_locked(fs, path, (size_t)len, &c, 0);
+	fs_ns_unlock(fs);
+	if (err == 0 && c.nomem)
+		err = -ENOMEM;
+	if (err < 0) {
+		free(c.v);
+		return err;
+	}
+	fs->c.prefetch_waits++;
+	for (;;) {
+		int64_t left, now;
+
+		while (idle < c.n) {
+			struct fs_obj *o = fs_obj(fs, c.v[idle]);
+			struct cachetier_obj *raw = fs_obj_live(o) ? pf_raw(o) : NULL;
+
+			if (raw && cachetier_obj_prefetch_state(raw, NULL))
+				break;
+			idle++;
+		}
+		err = idle < c.n ? FS_CTL_CHECK_RUNNING : pf_check_state(fs, &c);
+		if (err == FS_CTL_CHECK_RUNNING)
+			idle = idle < c.n ? idle : 0; /* one began again: look again */
+		now = mono_ns();
+		left = end - now;
+		if (err != FS_CTL_CHECK_RUNNING || left <= 0)
+			break;
+		if (stop && stop->asked(stop->arg)) {
+			fs->c.prefetch_wait_interrupts++;
+			err = -EINTR;
+			break;
+		}
+		if (fs_ctl_notice(fs) > now) {
+			err = -ESHUTDOWN;
+			break;
+		}
+		if (left > PF_WAIT_TICK_NS)
+			left = PF_WAIT_TICK_NS;
+		nanosleep(&(struct timespec){0, (long)left}, NULL);
+	}
+	free(c.v);
+	return err;
+}
+
 /* 'umount-notice MS' (fs_ctl.h): 0, or -EINVAL. */
 static int umount_notice(struct fs *fs, const char *a, size_t n)
 {
@@ -718,6 +813,8 @@ int fs_ctl_command_as(struct fs *fs, const char *buf, size_t len, uid_t uid, gid
 				fs_ctl_run_of(fs, pid, 1);
 			} else if (cmd_is(buf + i, k - i, "prefetch-wait", &a)) {
 				err = waited = prefetch_wait(fs, buf + i + a, k - i - a, stop);
+			} else if (cmd_is(buf + i, k - i, "prefetch-check", &a)) {
+				err = waited = prefetch_check(fs, buf + i + a, k - i - a, stop);
 			} else if (cmd_is(buf + i, k - i, "umount-notice", &a)) {
 				err = umount_notice(fs, buf + i + a, k - i - a);
 			} else if (k - i == 7 && memcmp(buf + i, "refresh", 7) == 0) {

@@ -57,6 +57,15 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
  *                     (fs_ctl.c); 'shardfs prefetch' follows its run so
  *                     instead of reading the stats file over and over
  *                     A 'umount-notice' ends every wait at once: -ESHUTDOWN
+ *   prefetch-check MS [PATH]  whether every byte of the objects at or below
+ *                     PATH (as 'prefetch PATH' names them; none: everything) is
+ *                     cached, whichever run fetched it: waits until no
+ *                     prefetch of them runs or MS milliseconds passed (at most
+ *                     FS_CTL_WAIT_MAX_MS), looking every 10 ms, then answers
+ *                     enum fs_ctl_check (fs_core_ctl.h). Begins no run, tags
+ *                     nothing, asks for no fill: 'shardfs prefetch' asks it for
+ *                     its PATHs once another run overtook its own. Ended as
+ *                     prefetch-wait is (-EINTR, -ESHUTDOWN)
  *   umount-notice MS  'shardfs umount' found the mount busy with control-file
  *                     users only: for MS milliseconds (at most
  *                     FS_CTL_NOTICE_MAX_MS; 0 ends the notice) every
@@ -72,7 +81,7 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
  * A PATH inside a shard's member directory prefetches the whole shard (the
  * cache holds objects, a member is a range of its shard).
  * Returns 0, 1 when a PATH named something inside a shard (so its shard
- * was prefetched), a prefetch-wait's result, or -EINVAL / -ENOENT for a bad
+ * was prefetched), a prefetch-wait's or prefetch-check's result, or -EINVAL / -ENOENT for a bad
  * command or path, or the listing's error of a refresh, or -EINTR (stop:
  * the sender gave up waiting while a plan file was read or a prefetch-wait
  * waited; counted in prefetch_wait_interrupts), or -ESHUTDOWN (a

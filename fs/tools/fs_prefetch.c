@@ -74,6 +74,9 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
  * meanwhile) */
 #define PF_EXIT_ERR 1
 #define PF_EXIT_INT 130 /* SIGINT or SIGTERM: stopped following; the mount goes on */
+/* pf_follow: another run began; this command's PATHs are checked instead
+ * (pf_join). Never an exit status. */
+#define PF_OVERRUN (-1)
 
 /* The signal that asked 'shardfs prefetch' to stop following (0: none). Its
  * handler is installed without SA_RESTART: a wait on the mount (the ioctl)
@@ -100,8 +103,9 @@ struct pf_run {
 };
 
 /* Send 'prefetch PATH' for each PATH (none: everything) on the control
- * file fd; the exit status so far, and in *sent how many were taken. */
-static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent)
+ * file fd; the exit status so far, and in *sent how many were taken (taken[i]
+ * set for each argv[i] taken: argc entries, the first for everything). */
+static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent, char *taken)
 {
 	char rel[PATH_MAX], esc[4 * PATH_MAX], line[4 * PATH_MAX + 16];
 	int rc = PF_EXIT_OK;
@@ -131,6 +135,7 @@ static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent)
 			continue;
 		}
 		(*sent)++;
+		taken[i] = 1;
 		if (err == 1)
 			printf("prefetch: %s is inside a shard: prefetching the whole shard\n",
 			       argv[i]);
@@ -277,11 +282,7 @@ static int pf_follow(struct pf_run *r)
 		}
 		if (s->run != r->run) {
 			r->overrun = 1;
-			fprintf(stderr,
-				"%sshardfs: another prefetch began on %s: its progress is not this "
-				"command's ('shardfs stats' shows the mount's)\n",
-				r->tty ? "\n" : "", r->mnt);
-			return PF_EXIT_OK;
+			return PF_OVERRUN;
 		}
 		r->ended = s->have >= s->want || s->pending == 0;
 		if (s->have != last_have) {
@@ -335,6 +336,100 @@ static int pf_follow(struct pf_run *r)
 	}
 }
 
+/* 'prefetch-check MS PATH' of argv[i] (i 0: everything): its answer (enum
+ * fs_ctl_check) or a negative errno. */
+static int pf_check(const struct pf_run *r, int argc, char **argv, int i, int ms)
+{
+	char rel[PATH_MAX], esc[4 * PATH_MAX], line[4 * PATH_MAX + 32];
+	int outside = 0, n, err;
+	const char *p =
+	    argc > 1 ? fs_client_mount_relative(r->mnt, argv[i], rel, sizeof(rel), &outside) : "";
+
+	err = fs_client_ctl_escape(p, esc, sizeof(esc));
+	if (err < 0)
+		return err;
+	n = snprintf(line, sizeof(line), "prefetch-check %d %s\n", ms, esc);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return -ENAMETOOLONG;
+	return fs_client_ctl_send(r->ctl, line);
+}
+
+/* Another prefetch run began on the mount while this one was followed (a
+ * second 'shardfs prefetch'): the counters are of its objects now, not of
+ * this command's, and objects both asked for are fetched once, for both.
+ * So this command asks the mount about its own PATHs (prefetch-check:
+ * whether every byte at or below each is cached, whoever fetched it),
+ * waiting on the mount while a prefetch of them still runs, until none
+ * does; then it says which PATHs are not cached. The exit status:
+ * PF_EXIT_OK when every byte asked for is cached but what did not fit,
+ * PF_EXIT_ERR when a PATH is not (or is gone, or the mount is being
+ * unmounted, or cannot answer), PF_EXIT_INT after a signal. */
+static int pf_join(struct pf_run *r, int argc, char **argv, const char *taken)
+{
+	int rc = PF_EXIT_OK, unfit = 0;
+
+	printf("%sprefetch: another prefetch began on %s: waiting until the bytes this command "
+	       "asked for are cached (objects both asked for are fetched once)\n",
+	       r->tty ? "\n" : "", r->mnt);
+	fflush(stdout);
+	for (int i = argc > 1 ? 1 : 0; i < argc; i++) {
+		const char *name = argc > 1 ? argv[i] : "(all)";
+		int c;
+
+		if (!taken[i])
+			continue;
+		do
+			c = pf_check(r, argc, argv, i, FS_CTL_WAIT_MAX_MS);
+		while ((c == FS_CTL_CHECK_RUNNING || c == -EINTR) && !pf_stop_sig);
+		if (pf_stop_sig) {
+			fprintf(stderr,
+				"shardfs: prefetch: %s: stopped following; the mount goes on with "
+				"the prefetch ('shardfs stats %s' shows it)\n",
+				pf_stop_sig == SIGINT ? "interrupted (SIGINT)" : "SIGTERM", r->mnt);
+			return PF_EXIT_INT;
+		}
+		if (c == -ESHUTDOWN) {
+			fprintf(stderr,
+				"shardfs: prefetch: %s is being unmounted ('shardfs umount'): "
+				"stopped following the prefetch\n",
+				r->mnt);
+			return PF_EXIT_ERR;
+		}
+		if (c == FS_CTL_CHECK_CACHED)
+			continue;
+		if (c == FS_CTL_CHECK_UNFIT) {
+			unfit = 1;
+			printf("prefetch: %s: cached but for bytes that did not fit\n", name);
+			continue;
+		}
+		rc = PF_EXIT_ERR;
+		if (c == FS_CTL_CHECK_MISSING) {
+			fprintf(
+			    stderr,
+			    "shardfs: prefetch: %s: not every byte is cached (fills failed, see "
+			    "the mount's log; or readers' fills evicted them)\n",
+			    name);
+		} else if (c == -EINVAL) {
+			fprintf(
+			    stderr,
+			    "shardfs: prefetch: %s: cannot tell whether its bytes are cached: the "
+			    "mount does not take 'prefetch-check' (an older shardfs?)\n",
+			    name);
+		} else {
+			fprintf(stderr,
+				"shardfs: prefetch: %s: cannot tell whether its bytes are "
+				"cached: %s\n",
+				name,
+				c == -ENOENT ? "no longer in the mount"
+					     : strerror(c < 0 ? -c : EIO));
+		}
+	}
+	if (rc == PF_EXIT_OK)
+		printf("prefetch: done: every byte asked for is cached%s\n",
+		       unfit ? " but what did not fit" : "");
+	return rc;
+}
+
 /* The summary: every byte asked is cached already, fetched now, skipped
  * because it did not fit, or missing (failed). The exit status. */
 static int pf_summary(const struct pf_run *r)
@@ -376,7 +471,7 @@ int fs_prefetch_main(int argc, char **argv)
 	struct pf_run r = {.tty = isatty(STDOUT_FILENO), .ctl = -1};
 	struct sigaction sa = {.sa_handler = pf_on_signal};
 	struct fs_mnt m;
-	char path[PATH_MAX + 32], *mnt;
+	char path[PATH_MAX + 32], *mnt, *taken;
 	int fd, rc, sent, f;
 
 	rc = fs_client_usage(
@@ -389,27 +484,33 @@ int fs_prefetch_main(int argc, char **argv)
 	    "and ends with what it fetched, what was cached already and what did not fit.\n\n"
 	    "Ctrl-C stops following (the mount goes on with the prefetch); 'shardfs\n"
 	    "umount' of the mount makes it stop following too.\n\n"
-	    "exit status: 0 when everything that fits is cached (bytes that did not fit\n"
-	    "are no error); 1 when a PATH is not in the mount, the mount went away or is\n"
-	    "being unmounted, or bytes that fit are not cached (fills failed: see the\n"
-	    "mount's log); 130 after Ctrl-C or SIGTERM.\n",
+	    "Another prefetch begun on the mount meanwhile fetches what both ask for once;\n"
+	    "this one then waits until every byte of its own PATHs is cached, whoever\n"
+	    "fetched it, and names each PATH that is not.\n\n"
+	    "exit status: 0 when every byte asked for is cached as it exits, but bytes\n"
+	    "that did not fit (said up front and at the end: no error); 1 when a PATH is\n"
+	    "not in the mount, the mount went away or is being unmounted, or bytes that\n"
+	    "fit are not cached (fills failed: see the mount's log; or readers' fills\n"
+	    "evicted them); 130 after Ctrl-C or SIGTERM.\n",
 	    1);
 	if (rc >= 0)
 		return rc;
 	if (fs_client_mount(argv[0], &m))
 		return 1;
 	mnt = strdup(m.dir);
-	if (!mnt) {
+	taken = calloc((size_t)argc, 1);
+	if (!mnt || !taken) {
 		fprintf(stderr, "shardfs: %s\n", strerror(ENOMEM));
-		return 1;
+		rc = 1;
+		goto out;
 	}
 	r.mnt = mnt;
 	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		fs_client_say_not_usable(argv[0], &m, errno);
-		free(mnt);
-		return 1;
+		rc = 1;
+		goto out;
 	}
 	/* what had been fetched: the rate of this run */
 	r.have_s0 = pf_stats_read(mnt, &r.s0) == 0;
@@ -421,10 +522,10 @@ int fs_prefetch_main(int argc, char **argv)
 			"(an older shardfs?)\n",
 			mnt);
 		close(fd);
-		free(mnt);
-		return PF_EXIT_ERR;
+		rc = PF_EXIT_ERR;
+		goto out;
 	}
-	rc = pf_send(fd, mnt, argc, argv, &sent);
+	rc = pf_send(fd, mnt, argc, argv, &sent, taken);
 	/* kept open for the waits: 'shardfs umount' finds this command by it
 	 * and asks it to leave (umount-notice) */
 	r.ctl = fd;
@@ -432,9 +533,8 @@ int fs_prefetch_main(int argc, char **argv)
 		/* none sent: the mount's progress would be of other prefetches */
 		if (sent)
 			fprintf(stderr, "shardfs: lost the mount at %s\n", mnt);
-		pf_close(&r);
-		free(mnt);
-		return sent ? PF_EXIT_ERR : rc;
+		rc = sent ? PF_EXIT_ERR : rc;
+		goto out;
 	}
 	r.run = r.s.run;
 	pf_say_plan(&r.s);
@@ -443,10 +543,18 @@ int fs_prefetch_main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	f = pf_follow(&r);
-	pf_close(&r);
+	if (f == PF_OVERRUN) {
+		/* the waits' control file, closed when the mount refused one */
+		if (r.ctl < 0)
+			r.ctl = open(path, O_RDONLY | O_CLOEXEC);
+		f = pf_join(&r, argc, argv, taken);
+		if (f != PF_EXIT_OK)
+			rc = f;
+		goto out;
+	}
 	if (f == PF_EXIT_INT) {
-		free(mnt);
-		return f;
+		rc = f;
+		goto out;
 	}
 	if (f != PF_EXIT_OK)
 		rc = PF_EXIT_ERR;
@@ -454,6 +562,9 @@ int fs_prefetch_main(int argc, char **argv)
 		printf("\n");
 	if (r.ended && pf_summary(&r) != PF_EXIT_OK)
 		rc = PF_EXIT_ERR;
+out:
+	pf_close(&r);
+	free(taken);
 	free(mnt);
 	return rc;
 }

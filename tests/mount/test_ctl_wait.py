@@ -23,6 +23,15 @@ GROUP:
                    20 ms: exactly 3 control ioctls, no wait reaches the mount, the summary after
                    the release; SIGINT while it follows: exit 130 and one line saying it stopped
                    following and that the mount goes on (the run then completes)
+  second-prefetch  a second 'shardfs prefetch' while one runs, of overlapping shards, every
+                   GET held until the test releases it: the first says it waits for its own
+                   PATHs (the mount's counters are the second's now) and still runs while held;
+                   released, both exit 0, the first saying every byte it asked for is cached,
+                   the second its own summary, each shard fetched once (bytes_fetched and
+                   prefetch_cached_bytes exact, the members read back from the cache exact);
+                   again with the first's own shard answered 400: the first exits 1 naming it
+                   (not cached), the second exits 0 (main before this test: the first exited 0
+                   as soon as the second began, its bytes cached or not)
 """
 import errno
 import os
@@ -330,6 +339,105 @@ def group_client_waits(env, ck):
               ('ok', h.data))
 
 
+def spawn_prefetch_paths(env, mnt, tag, names):
+    """'shardfs prefetch MNT/NAME...' in the background: (Popen, out, err)."""
+    out = open(env.path('pf-%s.out' % tag), 'w+b')
+    err = open(env.path('pf-%s.err' % tag), 'w+b')
+    p = subprocess.Popen([env.shardfs, 'prefetch', mnt] + [os.path.join(mnt, n) for n in names],
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env.env)
+    return p, out, err
+
+
+def said(f, text):
+    """Whether file object f (a spawned command's output) holds text yet."""
+    f.flush()
+    with open(f.name, 'rb') as g:
+        return text in g.read().decode(errors='replace')
+
+
+def group_second_prefetch(env, ck):
+    if not shutil.which('nginx'):
+        raise ml.Skip('nginx is not installed (sh scripts/install-deps.sh --test)')
+    src = env.path('src-second')
+    os.makedirs(src)
+    data, sizes = {}, {}
+    for i in range(6):
+        name = 's%d.tar' % i
+        data[name] = os.urandom(200000 + 4096 * i)
+        ml.write_file(os.path.join(src, name), ml.tar_bytes([('x.bin', data[name])]))
+        sizes[name] = os.path.getsize(os.path.join(src, name))
+    ng = web.Nginx(env.path('nginx-second'), src).start()
+    px = web.HoldProxy(ng.port, 0)
+    m = ml.Mount(env, px.url('json/'), cache_dir=env.path('cache-second'),
+                 extra=['--warm', 'off', '--chunk-size', '1M'])
+    procs = []
+    try:
+        m.mount()
+        for rnd, (a_names, b_names, refused) in enumerate(
+                ((['s0.tar', 's1.tar'], ['s1.tar', 's2.tar'], None),
+                 (['s3.tar', 's4.tar'], ['s4.tar', 's5.tar'], 's3.tar'))):
+            tag = 'round %d' % (rnd + 1)
+            px.release.clear()
+            if refused:
+                px.set('400', match='/' + refused)
+            fetched0 = m.stats()['bytes_fetched']
+            a = spawn_prefetch_paths(env, m.mnt, 'second-a%d' % rnd, a_names)
+            procs.append(a[0])
+            ml.poll(lambda: said(a[1], ' asked, '), what='%s: the first prefetch\'s plan' % tag)
+            b = spawn_prefetch_paths(env, m.mnt, 'second-b%d' % rnd, b_names)
+            procs.append(b[0])
+            ml.poll(lambda: said(a[1], 'another prefetch began') or
+                    said(a[2], 'another prefetch began'),
+                    what='%s: the first prefetch seeing the second' % tag)
+            ml.poll(lambda: said(b[1], ' asked, '), what='%s: the second prefetch\'s plan' % tag)
+            ck.eq('%s: the first still runs while held' % tag, a[0].poll(), None)
+            ck.eq('%s: the second still runs while held' % tag, b[0].poll(), None)
+            px.release.set()
+            rc_a, out_a, err_a = ended(*a)
+            rc_b, out_b, err_b = ended(*b)
+            ck.eq('%s: the first\'s exit' % tag, rc_a, 1 if refused else 0)
+            ck.ok('prefetch: another prefetch began on %s: waiting until the bytes this '
+                  'command asked for are cached (objects both asked for are fetched once)'
+                  % m.mnt in out_a.splitlines(), '%s: the first does not join: %r' % (tag, out_a))
+            if refused:
+                ck.eq('%s: what the first says' % tag, err_a,
+                      "shardfs: prefetch: %s: not every byte is cached (fills failed, see the "
+                      "mount's log; or readers' fills evicted them)\n"
+                      % os.path.join(m.mnt, refused))
+            else:
+                ck.eq('%s: the first\'s last line' % tag, out_a.splitlines()[-1:],
+                      ['prefetch: done: every byte asked for is cached'])
+                ck.eq('%s: the first\'s stderr' % tag, err_a, '')
+            got = sum(sizes[n] for n in b_names)
+            ck.eq('%s: the second\'s exit' % tag, rc_b, 0)
+            ck.eq('%s: the second\'s summary' % tag, out_b.splitlines()[-1:],
+                  ['prefetch: done: %s fetched, 0 B cached already, 0 B did not fit'
+                   % human(got)])
+            st = m.stats()
+            fetched = sum(sizes[n] for n in set(a_names + b_names) if n != refused)
+            ck.eq('%s: bytes_fetched (each shard once)' % tag,
+                  st['bytes_fetched'] - fetched0, fetched)
+            cached = sum(sizes[n] for n in sizes if n != refused and
+                         int(n[1]) <= 2 + 3 * rnd)
+            ck.eq('%s: prefetch_cached_bytes' % tag, st['prefetch_cached_bytes'], cached)
+            ck.eq('%s: prefetch_pending' % tag, st['prefetch_pending'], 0)
+            px.set('pass')
+            for n in set(a_names + b_names) - {refused}:
+                with open(os.path.join(m.mnt, n[:-4], 'x.bin'), 'rb') as f:
+                    ck.ok(f.read() == data[n], '%s: %s/x.bin read back differs' % (tag, n))
+            ck.eq('%s: read back from the cache' % tag,
+                  m.stats()['bytes_fetched'] - fetched0, fetched)
+    finally:
+        px.release.set()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        m.umount(quiet=True)
+        px.close()
+        ng.stop()
+
+
 def human(n):
     """fs_human_bytes (fs_log.c): binary units, two decimals."""
     v, u = float(n), 0
@@ -341,7 +449,8 @@ def human(n):
 
 GROUPS = {'umount-prefetch': (group_umount_prefetch, 240),
           'wait-eintr': (group_wait_eintr, 240),
-          'client-waits': (group_client_waits, 240)}
+          'client-waits': (group_client_waits, 240),
+          'second-prefetch': (group_second_prefetch, 240)}
 
 
 if __name__ == '__main__':

@@ -72,6 +72,17 @@ extern const char *const fs_ctl_names[FS_CTL_COUNT];
 /* The longest wait a 'prefetch-wait RUN MS' command may ask for (fs_ctl.h):
  * a request handler is held at most this long. */
 #define FS_CTL_WAIT_MAX_MS 1000
+/* What a 'prefetch-check MS [PATH]' command answers (fs_ctl.h), of the
+ * objects at or below PATH: every byte cached; a prefetch of one of them
+ * still runs (MS passed first); not every byte cached, nothing running, and
+ * what is missing the prefetch skipped because it did not fit; bytes that
+ * fit are not cached (fills failed, or readers' fills evicted them). */
+enum fs_ctl_check {
+	FS_CTL_CHECK_CACHED = 0,
+	FS_CTL_CHECK_RUNNING = 1,
+	FS_CTL_CHECK_UNFIT = 2,
+	FS_CTL_CHECK_MISSING = 3,
+};
 /* The longest notice an 'umount-notice MS' command may give (fs_ctl.h):
  * 'shardfs umount' waits at most FS_UMOUNT_LEAVE_MS (fs_umount.c) for the
  * control file's users to leave, and gives that. */
