@@ -25,22 +25,20 @@ import sys
 sys.dont_write_bytecode = True
 
 import os  # noqa: E402
-import socket  # noqa: E402
-import threading  # noqa: E402
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 from xml.sax.saxutils import escape  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import net  # noqa: E402
 
 log = ml.log
 SHARD = ml.tar_bytes([('m.txt', b'hello\n')], 'gnu')
 
 
-class StandIn:
-    """ThreadingHTTPServer on 127.0.0.1: bucket 'bkt'. self.refusal (status, body) answers
-    every listing when set; else the listing holds self.entries (raw <Contents> XML) and every
-    object is SHARD."""
+class StandIn(net.LoopbackServer):
+    """An S3 stand-in on 127.0.0.1 (net.ObjectHandler): bucket 'bkt'. self.refusal (status,
+    body) answers every listing when set; else the listing holds self.entries (raw <Contents>
+    XML) and every object is SHARD."""
 
     def __init__(self):
         self.refusal = None
@@ -48,58 +46,38 @@ class StandIn:
         self.lists = 0
         outer = self
 
-        class H(BaseHTTPRequestHandler):
-            protocol_version = 'HTTP/1.1'
+        class H(net.ObjectHandler):
+            def reply_xml(self, code, body):
+                self.answer(code, [('Content-Type', 'application/xml'),
+                                   ('Content-Length', str(len(body)))], body)
 
-            def log_message(self, *a):
-                pass
-
-            def setup(self):
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def reply(self, code, headers, body=b''):
-                self.send_response(code)
-                for k, v in headers + [('Content-Length', str(len(body)))]:
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_HEAD(self):
-                self.reply(200, [('ETag', '"k1"'), ('Content-Length', str(len(SHARD)))])
-
-            def do_GET(self):
+            def serve(self, head):
                 path = self.path.split('?')[0]
-                if path in ('/bkt', '/bkt/') and 'list-type' in self.path:
+                if not head and path in ('/bkt', '/bkt/') and 'list-type' in self.path:
                     outer.lists += 1
                     if outer.refusal:
-                        return self.reply(outer.refusal[0], [('Content-Type', 'application/xml')],
-                                          outer.refusal[1].encode())
-                    body = ('<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult><Name>bkt'
-                            '</Name><IsTruncated>false</IsTruncated>%s</ListBucketResult>'
-                            % ''.join(outer.entries)).encode()
-                    return self.reply(200, [('Content-Type', 'application/xml')], body)
-                r = self.headers.get('Range') or ''
-                if r.startswith('bytes='):
-                    a, _, b = r[6:].partition('-')
-                    a = int(a)
-                    b = min(int(b) if b else len(SHARD) - 1, len(SHARD) - 1)
-                    return self.reply(206, [('ETag', '"k1"'), ('Content-Range', 'bytes %d-%d/%d'
-                                                                % (a, b, len(SHARD)))],
-                                      SHARD[a:b + 1])
-                return self.reply(200, [('ETag', '"k1"')], SHARD)
+                        return self.reply_xml(outer.refusal[0], outer.refusal[1].encode())
+                    return self.reply_xml(200, (
+                        '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult><Name>bkt'
+                        '</Name><IsTruncated>false</IsTruncated>%s</ListBucketResult>'
+                        % ''.join(outer.entries)).encode())
+                if head:
+                    return self.answer(200, [('ETag', '"k1"'),
+                                             ('Content-Length', str(len(SHARD)))])
+                if self.span(len(SHARD)):
+                    body, hdr = self.part(SHARD)
+                    return self.answer(206, [('ETag', '"k1"')] + hdr +
+                                       [('Content-Length', str(len(body)))], body)
+                return self.answer(200, [('ETag', '"k1"'), ('Content-Length', str(len(SHARD)))],
+                                   SHARD)
 
-        self.srv = ThreadingHTTPServer(('127.0.0.1', 0), H)
-        self.srv.daemon_threads = True
-        self.port = self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.serve(H)
 
     def endpoint(self):
         return 'http://127.0.0.1:%d' % self.port
 
     def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
+        self.stop()
 
 
 def contents(key, size=str(len(SHARD))):
