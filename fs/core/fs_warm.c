@@ -118,6 +118,30 @@ void fs_warm_progress(struct fs *fs, struct fs_warm_progress *p)
 	p->state = state ? (unsigned)state : FS_WARM_STATE_RUNNING;
 }
 
+/* --warm all, every object handed over: warn when what of the dataset is
+ * not cached yet is more than the cache's room. Fills landing meanwhile
+ * take as much from the first as from the second (the warm never evicts),
+ * so the comparison does not depend on when it is made. Before, the whole
+ * dataset was compared with the room at the decision, and a dataset cached
+ * whole by an earlier mount was said "larger than the cache's room". */
+static void warm_room_check(struct fs *fs, const struct fs_warm_progress *p)
+{
+	uint64_t room = fs_cache_room(fs), left = p->wanted > p->done ? p->wanted - p->done : 0;
+	char left_s[32], total_s[32], room_s[32], limit_s[32];
+
+	if (fs->cfg.warm != FS_WARM_ALL || left <= room)
+		return;
+	fs_human_bytes(left, left_s, sizeof(left_s));
+	fs_human_bytes(p->wanted, total_s, sizeof(total_s));
+	fs_human_bytes(room, room_s, sizeof(room_s));
+	fs_human_bytes(fs->cfg.cache_size_bytes, limit_s, sizeof(limit_s));
+	fs_log(FS_LOG_WARN,
+	       "warm: what is not cached of the dataset (%s of %s) is larger than the cache's "
+	       "room (%s, --cache-size %s): warming what fits; the warm never evicts, so it stops "
+	       "at the limit",
+	       left_s, total_s, room_s, limit_s);
+}
+
 static void *warm_main(void *arg)
 {
 	struct fs *fs = arg;
@@ -143,6 +167,13 @@ static void *warm_main(void *arg)
 		atomic_store(&o->warm, 1);
 	}
 	atomic_store(&fs->warm->listed, 1);
+	{
+		struct fs_warm_progress p;
+		int running;
+
+		warm_scan(fs, &p, &running);
+		warm_room_check(fs, &p);
+	}
 	while (!fs_thread_wait(&fs->warm->thread, WARM_POLL_NS)) {
 		struct fs_warm_progress p;
 		char done_s[32], want_s[32], unfit_s[32], size_s[32];
@@ -188,14 +219,12 @@ static void *warm_main(void *arg)
 static int warm_decide(struct fs *fs, int partial)
 {
 	uint64_t total = fs->total_bytes, limit = fs->cfg.cache_size_bytes;
-	uint64_t room = fs_cache_room(fs);
-	char total_s[32], limit_s[32], room_s[32];
+	char total_s[32], limit_s[32];
 	struct cachetier_stats cs;
 	uint64_t avail, reserve, disk = 0;
 
 	fs_human_bytes(total, total_s, sizeof(total_s));
 	fs_human_bytes(limit, limit_s, sizeof(limit_s));
-	fs_human_bytes(room, room_s, sizeof(room_s));
 	if (total == 0)
 		return 0;
 	memset(&cs, 0, sizeof(cs));
@@ -216,12 +245,10 @@ static int warm_decide(struct fs *fs, int partial)
 		       "warm: the dataset (%s) fits in the cache (--cache-size %s): "
 		       "fetching all of it in the background",
 		       total_s, limit_s);
-	} else if (total > room) {
-		fs_log(FS_LOG_WARN,
-		       "warm: the dataset (%s) is larger than the cache's room (%s, --cache-size "
-		       "%s): warming what fits; the warm never evicts, so it stops at the limit",
-		       total_s, room_s, limit_s);
 	} else {
+		/* whether it fits the room is said once its objects are handed
+		 * over (warm_room_check): bytes of it cached already (an earlier
+		 * mount's, another mount's of the same source) need no room */
 		fs_log(FS_LOG_INFO, "warm: fetching the dataset (%s) in the background", total_s);
 	}
 	return 1;
