@@ -211,6 +211,12 @@ struct backend_s3_page {
 struct backend_req;
 int backend__s3_refused(struct backend *be, const struct backend_req *r, const char *region,
 			int anonymous, int err);
+/* A failed HEAD or GET of key (method) whose answer (301, 400, 403) names
+ * the bucket's region, another than region, the one signed for: 1 with the
+ * error of be set in the listing's words (prefixed "METHOD KEY: "), else 0
+ * (backend_s3_refused.c). */
+int backend__s3_region_failed(struct backend *be, const char *method, const char *key,
+			      const struct backend_req *r, const char *region);
 
 /* Longest key accepted from a listing (S3 allows 1024 bytes). */
 #define BACKEND_S3_KEY_MAX 4096

@@ -437,6 +437,20 @@ int backend__io_retry_after_ms(const char *s, size_t len, int64_t now, int64_t *
 
 /* Retry-After of a 503 or a 429: the wait it asks for (anything unread is
  * none: the backoff's own wait). */
+/* x-amz-bucket-region of an answer of 300 and up: the value as sent
+ * (backend_s3_refused.c reads it); one too long is taken as absent. */
+static void hdr_bucket_region(struct xfer *x, const char *s, const char *end)
+{
+	size_t l = (size_t)(end - s);
+
+	while (l && (s[l - 1] == ' ' || s[l - 1] == '\t'))
+		l--;
+	if (l >= sizeof(x->r->bucket_region))
+		return;
+	memcpy(x->r->bucket_region, s, l);
+	x->r->bucket_region[l] = '\0';
+}
+
 static void hdr_retry_after(struct xfer *x, const char *s, const char *end)
 {
 	int64_t ms;
@@ -477,6 +491,8 @@ static void header_field(struct xfer *x, const char *buf, const char *v, const c
 		hdr_last_modified(x, s, end);
 	} else if ((x->status == 503 || x->status == 429) && HDR("retry-after")) {
 		hdr_retry_after(x, s, end);
+	} else if (x->status >= 300 && HDR("x-amz-bucket-region")) {
+		hdr_bucket_region(x, s, end);
 	}
 #undef HDR
 }
@@ -495,6 +511,7 @@ int backend__io_header_line(struct xfer *x, const char *buf, size_t len)
 		uint64_t st = 0;
 
 		backend__io_attempt_reset(x); /* each response (1xx too) starts afresh */
+		x->r->bucket_region[0] = '\0';
 		if (!p || parse_u64(skip_ws(p, end), end, &st, &stop) < 0 || st > 999)
 			return -1;
 		x->status = (long)st;
@@ -511,8 +528,8 @@ int backend__io_header_line(struct xfer *x, const char *buf, size_t len)
 		}
 		return 0;
 	}
-	/* only the names header_field knows matter, none longer than 17 */
-	v = memchr(buf, ':', (size_t)(end - buf) < 18 ? (size_t)(end - buf) : 18);
+	/* only the names header_field knows matter, none longer than 19 */
+	v = memchr(buf, ':', (size_t)(end - buf) < 20 ? (size_t)(end - buf) : 20);
 	if (v)
 		header_field(x, buf, v, end);
 	return 0;

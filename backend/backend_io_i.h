@@ -183,6 +183,11 @@ struct backend_req {
 	 * is dropped (backend__errbody_parse reads it) */
 	char errbody[BACKEND_ERRBODY_MAX];
 	size_t errbody_len;
+	/* the last attempt's x-amz-bucket-region of an answer of 300 and up
+	 * (S3 names the bucket's region so with a 301 PermanentRedirect,
+	 * whose body is dropped, and with a refused HEAD, which has none), as
+	 * sent; "" when absent or longer than this holds */
+	char bucket_region[64];
 	int fast_failed; /* failed at once: the store is down (breaker) */
 
 	/* ---- private to the engine ---- */

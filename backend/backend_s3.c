@@ -227,6 +227,8 @@ static void os_failed(struct backend *be, const char *method, const char *key,
 {
 	struct backend_objstore *os = be->impl;
 
+	if (backend__s3_region_failed(be, method, key, r, os->region))
+		return; /* the store named the bucket's region: said so */
 	if (err == -EACCES && r->status == 0 && !r->error[0] && os->creds)
 		backend__set_error(be,
 				   "%s: %s %s: the credentials from %s have expired and could "
@@ -381,7 +383,8 @@ static int os_list_page(struct backend *be, const char *token, char **query, voi
 		os_call_free(&c);
 		return 0;
 	}
-	if (st == 401 || st == 403 || st == 400)
+	/* a 301 PermanentRedirect names the bucket's region in a header only */
+	if (st == 401 || st == 403 || st == 400 || (st == 301 && c.req.bucket_region[0]))
 		ret = backend__s3_refused(be, &c.req, os->region, os->auth == OS_AUTH_NONE, ret);
 	else if (st == 404)
 		backend__set_error(be, "%s: no such bucket (HTTP 404)", be->desc);

@@ -4,9 +4,13 @@
  * requests signed for one region, the bucket in another: S3's
  * AuthorizationHeaderMalformed names the region it wants; said as "access
  * denied" a user checks keys that are right). backend_s3.c's listing calls
- * it with the answer's status and error body.
+ * it with the answer's status and error body; its failed HEADs and GETs
+ * ask it whether the answer named the bucket's region (a 301
+ * PermanentRedirect, or a HEAD's 400 or 403, say it only in their
+ * x-amz-bucket-region header: backend_io_attempt.c keeps it).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend_i.h"
@@ -32,14 +36,17 @@ static int region_at(const char *s, size_t n, char term, char *out, size_t cap)
 	return 1;
 }
 
-/* The region a refusal asks for: S3's <Region> of its error body
- * (AuthorizationHeaderMalformed, PermanentRedirect), else the message's
- * "expecting 'R'" (S3's and its stand-ins' words). 1 and it in out, or 0. */
+/* The region a refusal asks for: its x-amz-bucket-region header, else
+ * S3's <Region> of its error body (AuthorizationHeaderMalformed,
+ * PermanentRedirect), else the message's "expecting 'R'" (S3's and its
+ * stand-ins' words). 1 and it in out, or 0. */
 static int region_asked(const struct backend_req *r, const char *msg, char *out, size_t cap)
 {
 	static const char tag[] = "<Region>", exp[] = "expecting '";
 	const char *p = memmem(r->errbody, r->errbody_len, tag, sizeof(tag) - 1);
 
+	if (region_at(r->bucket_region, strlen(r->bucket_region) + 1, '\0', out, cap))
+		return 1;
 	if (p) {
 		p += sizeof(tag) - 1;
 		if (region_at(p, (size_t)(r->errbody + r->errbody_len - p), '<', out, cap))
@@ -54,7 +61,7 @@ static int region_asked(const struct backend_req *r, const char *msg, char *out,
  * as "access denied" (a user checks the keys, which are right). 1 when r
  * is one, with the error set; else 0. */
 static int region_refused(struct backend *be, const struct backend_req *r, const char *region,
-			  const char *code, const char *msg)
+			  const char *what, const char *code, const char *msg)
 {
 	char want[64];
 	int named = region_asked(r, msg, want, sizeof(want));
@@ -66,20 +73,35 @@ static int region_refused(struct backend *be, const struct backend_req *r, const
 	    !(strcmp(code, "AuthorizationHeaderMalformed") == 0 && strstr(msg, "region")))
 		return 0;
 	if (named)
-		backend__set_error(be,
-				   "%s: the bucket is in region '%s', and the requests were signed "
-				   "for region '%s' (AWS_REGION, else AWS_DEFAULT_REGION, else "
-				   "us-east-1): set AWS_REGION=%s (HTTP %ld %s%s%s)",
-				   be->desc, want, region, want, r->status, code,
-				   msg[0] ? ": " : "", msg);
+		backend__set_error(
+		    be,
+		    "%s: %sthe bucket is in region '%s', and the requests were signed "
+		    "for region '%s' (AWS_REGION, else AWS_DEFAULT_REGION, else "
+		    "us-east-1): set AWS_REGION=%s (HTTP %ld%s%s%s%s)",
+		    be->desc, what, want, region, want, r->status, code[0] ? " " : "", code,
+		    msg[0] ? ": " : "", msg);
 	else
 		backend__set_error(be,
-				   "%s: the bucket is in another region than '%s', the one the "
+				   "%s: %sthe bucket is in another region than '%s', the one the "
 				   "requests were signed for (AWS_REGION, else AWS_DEFAULT_REGION, "
 				   "else us-east-1), and the store does not say which: set "
-				   "AWS_REGION to the bucket's (HTTP %ld %s%s%s)",
-				   be->desc, region, r->status, code, msg[0] ? ": " : "", msg);
+				   "AWS_REGION to the bucket's (HTTP %ld%s%s%s%s)",
+				   be->desc, what, region, r->status, code[0] ? " " : "", code,
+				   msg[0] ? ": " : "", msg);
 	return 1;
+}
+
+int backend__s3_region_failed(struct backend *be, const char *method, const char *key,
+			      const struct backend_req *r, const char *region)
+{
+	char code[128], msg[384], what[160];
+
+	if (r->status != 301 && r->status != 400 && r->status != 403)
+		return 0;
+	backend__errbody_parse(r->errbody, r->errbody_len, code, sizeof(code), msg, sizeof(msg));
+	snprintf(what, sizeof(what), "%s %.*s%s: ", method, 120, key,
+		 strlen(key) > 120 ? "..." : "");
+	return region_refused(be, r, region, what, code, msg);
 }
 
 int backend__s3_refused(struct backend *be, const struct backend_req *r, const char *region,
@@ -89,7 +111,7 @@ int backend__s3_refused(struct backend *be, const struct backend_req *r, const c
 	const char *what;
 
 	backend__errbody_parse(r->errbody, r->errbody_len, code, sizeof(code), msg, sizeof(msg));
-	if (region_refused(be, r, region, code, msg))
+	if (region_refused(be, r, region, "", code, msg))
 		return -EREMCHG;
 	if (strcmp(code, "SignatureDoesNotMatch") == 0 || strcmp(code, "InvalidAccessKeyId") == 0 ||
 	    strcmp(code, "InvalidToken") == 0 || strcmp(code, "ExpiredToken") == 0 ||

@@ -17,6 +17,13 @@ GROUP:
             are shown: the root shows exactly those, a member reads exactly, and the log says
             once per listing how many keys were too long (with the first's start) and how many
             entries could not be read. Before the mend they were dropped without a word.
+  redirect  the stand-in answers for another region as S3 does, naming it only in its
+            x-amz-bucket-region header: the listing's 301 PermanentRedirect (the mount fails,
+            exit 1, its last line exactly naming the bucket's region and AWS_REGION) and an
+            object's GET 301 (the read fails with EIO, the log says exactly the bucket's region
+            and AWS_REGION, never "HTTP 301 without a Location", the words before the mend). An
+            S3 mount lists its sizes: no HEAD of it reaches the stand-in here (a HEAD's 400 or
+            403 with the header takes the same path, backend_s3.c's os_failed).
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -24,6 +31,7 @@ Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 import sys
 sys.dont_write_bytecode = True
 
+import errno  # noqa: E402
 import os  # noqa: E402
 from xml.sax.saxutils import escape  # noqa: E402
 
@@ -38,10 +46,14 @@ SHARD = ml.tar_bytes([('m.txt', b'hello\n')], 'gnu')
 class StandIn(net.LoopbackServer):
     """An S3 stand-in on 127.0.0.1 (net.ObjectHandler): bucket 'bkt'. self.refusal (status,
     body) answers every listing when set; else the listing holds self.entries (raw <Contents>
-    XML) and every object is SHARD."""
+    XML) and every object is SHARD. self.redirect (region, listing, objects), when set,
+    answers as S3 does for a bucket in that region: the listing (when listing) with a 301
+    PermanentRedirect, an object (when objects) a GET with it and a HEAD with a 400 without a
+    body, each naming the region in x-amz-bucket-region only."""
 
     def __init__(self):
         self.refusal = None
+        self.redirect = None
         self.entries = []
         self.lists = 0
         outer = self
@@ -51,9 +63,25 @@ class StandIn(net.LoopbackServer):
                 self.answer(code, [('Content-Type', 'application/xml'),
                                    ('Content-Length', str(len(body)))], body)
 
+            def moved(self, head):
+                region = outer.redirect[0]
+                if head:
+                    return self.answer(400, [('x-amz-bucket-region', region),
+                                             ('Content-Length', '0')])
+                body = error_xml('PermanentRedirect', 'The bucket you are attempting to access '
+                                 'must be addressed using the specified endpoint.',
+                                 '<Endpoint>bkt.s3.%s.amazonaws.com</Endpoint><Bucket>bkt'
+                                 '</Bucket>' % region).encode()
+                self.answer(301, [('x-amz-bucket-region', region),
+                                  ('Content-Type', 'application/xml'),
+                                  ('Content-Length', str(len(body)))], body)
+
             def serve(self, head):
                 path = self.path.split('?')[0]
-                if not head and path in ('/bkt', '/bkt/') and 'list-type' in self.path:
+                listing = path in ('/bkt', '/bkt/') and 'list-type' in self.path
+                if outer.redirect and outer.redirect[1 if listing else 2]:
+                    return self.moved(head)
+                if not head and listing:
                     outer.lists += 1
                     if outer.refusal:
                         return self.reply_xml(outer.refusal[0], outer.refusal[1].encode())
@@ -187,7 +215,46 @@ def group_longkeys(env, ck):
         srv.close()
 
 
-GROUPS = {'region': (group_region, 120), 'longkeys': (group_longkeys, 120)}
+def group_redirect(env, ck):
+    srv = StandIn()
+    set_env(env, True)
+    src = 's3://bkt/'
+    region = ("the bucket is in region 'eu-west-1', and the requests were signed for region "
+              "'us-east-1' (AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1): set "
+              "AWS_REGION=eu-west-1 (HTTP %s)")
+    try:
+        # the listing answered 301 PermanentRedirect, the region in its header only
+        srv.redirect = ('eu-west-1', True, False)
+        mnt = env.path('mnt-list')
+        os.makedirs(mnt)
+        r = env.run([env.shardfs, 'mount', '--cache-dir', env.path('cache-list'), '--endpoint',
+                     srv.endpoint(), src, mnt], timeout=ml.MOUNT_TIMEOUT, files=True)
+        err = r.stderr.decode(errors='replace')
+        log('listing 301: rc=%r %s' % (r.returncode, err.strip()))
+        ck.eq('listing 301: exit', r.returncode, 1)
+        lines = err.splitlines()
+        ck.eq('listing 301: the last line', lines[-1] if lines else '',
+              'shardfs: cannot list s3://bkt/: the bucket is in another region: s3://bkt/: ' +
+              region % '301')
+        ck.eq('listing 301: mounted', ml.is_mounted(mnt), False)
+        # the listing answers; the object's GETs 301 and HEADs 400, the region in the header
+        srv.redirect = ('eu-west-1', False, True)
+        srv.entries = [contents('good.tar')]
+        with ml.Mount(env, src, cache_dir=env.path('cache-get'),
+                      extra=['--endpoint', srv.endpoint()]) as m:
+            ck.eq('GET 301: good/m.txt', ml.read_result(os.path.join(m.mnt, 'good', 'm.txt')),
+                  ('err', errno.EIO))
+        text = ml.logs_under(env.path('cache-get'))
+        want = 's3://bkt/: GET good.tar: ' + region % '301'
+        ck.ok(want in text, 'GET 301: %r not in the log:\n%s' % (want, text))
+        ck.eq('GET 301: lines saying HTTP 301 without a Location',
+              text.count('without a Location'), 0)
+    finally:
+        srv.close()
+
+
+GROUPS = {'region': (group_region, 120), 'longkeys': (group_longkeys, 120),
+          'redirect': (group_redirect, 120)}
 
 if __name__ == '__main__':
     ml.run_groups(GROUPS, __doc__, prefix='remote-hostile9-')
