@@ -87,8 +87,8 @@ struct cachetier_config {
 				       * bound but fill_threads') */
 	unsigned local_fds_max;	      /* most fds of local source files kept open at once
 				       * (0: RLIMIT_NOFILE's soft limit less a reserve) */
-	int direct_fills;	      /* 1: prefetch fills' whole blocks written with O_DIRECT
-				       * (cachetier_direct.c; 0: every fill buffered) */
+	int direct_fills;	      /* enum cachetier_direct: which prefetch fills' whole
+				       * blocks are written with O_DIRECT (cachetier_direct.c) */
 	int weak_etag_trust;	      /* 1: an object whose ETag is weak or mtime-derived is
 				       * not compared with the store before units filled
 				       * since are served (0: it is; cachetier_read.c) */
@@ -410,6 +410,22 @@ enum cachetier_prefetch_mode {
 	 * cache_size_bytes, or the disk's free space past its reserve) is
 	 * skipped and counted (cachetier_obj_prefetch_state, unfit_bytes) */
 	CACHETIER_PF_FIT = 1,
+	/* as PF_FIT, for a reader that may come much later or never (a user's
+	 * `shardfs prefetch`): under CACHETIER_DIRECT_PREFETCH its fills are
+	 * written around the page cache. An object asked again in another
+	 * mode (the warm, a reader's shards ahead) is filled through it from
+	 * then on */
+	CACHETIER_PF_COLD = 2,
+};
+
+/* Which fills are written with O_DIRECT (cachetier_config.direct_fills;
+ * the order of --direct-fills' names). */
+enum cachetier_direct {
+	CACHETIER_DIRECT_OFF = 0, /* none: every fill through the page cache */
+	/* every prefetch fill: the cursors' (PF_COLD, PF_FIT, PF_EVICT) and the
+	 * ranges' (a plan's lookahead, a range prefetch) */
+	CACHETIER_DIRECT_AUTO = 1,
+	CACHETIER_DIRECT_PREFETCH = 2, /* the PF_COLD cursors' fills only */
 };
 
 /* Start fetching the whole object in the background (large sequential

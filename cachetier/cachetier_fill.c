@@ -295,6 +295,16 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	slot->c = c;
 	slot->n = n;
 	slot->pf = pf;
+	/* through O_DIRECT (cachetier_direct.c): every prefetch fill under
+	 * auto; under prefetch a `shardfs prefetch` cursor's (PF_COLD), whose
+	 * bytes no reader reads soon: where fresh memory is dear (a VM that
+	 * gives free memory back to its host) the copy into the page cache's
+	 * new pages was most of a buffered prefetch's CPU
+	 * (tests/bench/README.md, "L4: fresh page cache") */
+	slot->direct = ct->cfg.direct_fills == CACHETIER_DIRECT_AUTO
+			   ? pf != 0
+			   : ct->cfg.direct_fills == CACHETIER_DIRECT_PREFETCH && pf == CT_PF_OBJ &&
+				 f->pf_cold;
 	slot->small = cachetier__fill_small(ct, f, c, n, pf);
 	ct->small_inflight += slot->small;
 	slot->seq = ++ct->fill_seq;

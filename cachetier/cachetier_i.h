@@ -151,6 +151,7 @@ struct ct_slot {
 	uint32_t c, n;		/* units [c, c + n) */
 	int pf;			/* a prefetch (or warm) fill: enum ct_pf_kind; 0: none */
 	int small;		/* a small planned range (the rules' small) */
+	int direct;		/* its whole blocks written with O_DIRECT (--direct-fills) */
 	atomic_int withdraw;	/* stop this prefetch fill: a reader's fill needs its connection */
 	atomic_ullong got;	/* bytes of the chunk received so far */
 	unsigned long long seq; /* start order (the youngest is withdrawn first on a tie) */

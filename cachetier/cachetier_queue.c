@@ -591,6 +591,7 @@ int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c
 	if (f->pf_listed) {
 		/* the running prefetch's cursor covers the new range too */
 		f->pf_evict |= mode == CACHETIER_PF_EVICT;
+		f->pf_cold &= mode == CACHETIER_PF_COLD; /* another asker: read soon */
 		if (c0 < f->pf_next)
 			f->pf_next = c0;
 		if (c1 > f->pf_end)
@@ -600,6 +601,7 @@ int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c
 		f->pf_end = c1;
 		f->pf_unfit = 0;
 		f->pf_evict = mode == CACHETIER_PF_EVICT;
+		f->pf_cold = mode == CACHETIER_PF_COLD;
 		cachetier__pf_push(ct, f, 0);
 		pthread_cond_broadcast(&ct->work_cond);
 	}

@@ -140,6 +140,7 @@ struct ct_file {
 	uint32_t pf_end;      /* ... up to this one (exclusive) */
 	int pf_listed;	      /* in ct->pf list */
 	int pf_evict;	      /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
+	int pf_cold;	      /* only CACHETIER_PF_COLD was asked (no reader soon) */
 	unsigned pf_inflight; /* prefetch fills of it running now */
 	uint64_t pf_unfit;    /* bytes its latest prefetch skipped: no room without evicting */
 	unsigned pr_queued;   /* its ranges in ct->pr (cachetier_obj_prefetch_range) */

@@ -219,12 +219,12 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 	}
 	if (fl->werr == 0) {
 		fl->wtop = end;
-		/* a prefetch's (no reader waits on it: cachetier_direct.c) through
-		 * O_DIRECT, its whole blocks, while the file system takes it (no
-		 * folio then); else a fill shorter than one pwritev's most (a
-		 * random read's) a unit a pwritev: folios a punch takes whole
-		 * (cachetier_punch.h) */
-		if (slot->pf && ct->wr.dio.on &&
+		/* a prefetch's the option names (slot->direct: no reader waits on
+		 * it, cachetier_direct.c) through O_DIRECT, its whole blocks,
+		 * while the file system takes it (no folio then); else a fill
+		 * shorter than one pwritev's most (a random read's) a unit a
+		 * pwritev: folios a punch takes whole (cachetier_punch.h) */
+		if (slot->direct && ct->wr.dio.on &&
 		    !atomic_load_explicit(&ct->wr.dio.refused, memory_order_relaxed))
 			fl->werr = cachetier__dio_writev(&ct->wr.dio, slot->f, slot->c, fl->crc,
 							 b->off, iov, n);

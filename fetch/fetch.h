@@ -127,12 +127,13 @@ int fetch_warm_auto_fits(uint64_t total, uint64_t cache_size, uint64_t disk, uin
  * fills only the units it reads (cachetier_obj_pread_probe). */
 ssize_t fetch_pread_probe(struct cachetier_obj *o, void *buf, size_t len, uint64_t off);
 
-/* Fetch the whole object o for a user's `shardfs prefetch` or the warm-up
- * at mount (--warm): in the background, after readers' fills, only into
- * the room the cache has, never evicting what readers use
- * (CACHETIER_PF_FIT: what does not fit is skipped and counted). 0 or the
- * store's error. */
-int fetch_obj_fill(struct fetch *s, struct cachetier_obj *o);
+/* Fetch the whole object o for a user's `shardfs prefetch` (cold 1) or the
+ * warm-up at mount (--warm, cold 0): in the background, after readers'
+ * fills, only into the room the cache has, never evicting what readers use
+ * (CACHETIER_PF_FIT: what does not fit is skipped and counted); a cold
+ * one's fills are CACHETIER_PF_COLD (written around the page cache by
+ * --direct-fills prefetch). 0 or the store's error. */
+int fetch_obj_fill(struct fetch *s, struct cachetier_obj *o, int cold);
 
 /* reader read a member of shard (shards numbered in the order their
  * objects are listed): 1 when this read moves reader in order to shard

@@ -235,10 +235,10 @@ unsigned fetch_shards_ahead(struct fetch *s, uint32_t reader, uint32_t shard, un
 	return asked;
 }
 
-int fetch_obj_fill(struct fetch *s, struct cachetier_obj *o)
+int fetch_obj_fill(struct fetch *s, struct cachetier_obj *o, int cold)
 {
 	(void)s;
-	return cachetier_obj_prefetch(o, CACHETIER_PF_FIT);
+	return cachetier_obj_prefetch(o, cold ? CACHETIER_PF_COLD : CACHETIER_PF_FIT);
 }
 
 void fetch_stats_get(struct fetch *s, struct fetch_stats *st)

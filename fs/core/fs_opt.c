@@ -223,19 +223,23 @@ static const struct fs_opt cache_opts[] = {
      "fill; a change gives ESTALE, then the new version); trust: not compared (a same-size "
      "rewrite that keeps the mtime can then mix two versions); an object whose ETag is new "
      "at every answer: check: EPROTO, trust: its size and mtime are its version"},
-    /* a prefetch's bytes (`shardfs prefetch`, the warm, a plan's lookahead)
-     * are read later if at all: through the page cache they cost a copy,
-     * their dirty writeback and, at eviction, the punch's folio work, which
-     * O_DIRECT saves (cachetier/README.md, "Direct fills"); off by default:
-     * in the one A/B made (L4, load 21) the daemon's CPU per GB did not
-     * fall (1.154 -> 1.160), the fill writer's rose (0.434 -> 0.513: each
-     * direct pwritev waits for the disk, the sinks paused 20 times as often)
-     * and the prefetch took 12 % longer (tests/bench/README.md, "L4: direct
-     * fills") */
-    {"direct-fills", 0, FS_OPT_ENUM, CFG(ct.direct_fills), 0, "off", 0, 0, "off|auto",
-     "auto: prefetch, warm and plan-lookahead fills, which no reader waits on, are written "
-     "with O_DIRECT, bypassing the page cache (buffered where the cache's file system refuses "
-     "it, as tmpfs); off: every fill through the page cache"},
+    /* a prefetch's bytes are read later if at all: through the page cache
+     * they cost a copy, their dirty writeback and, at eviction, the punch's
+     * folio work, which O_DIRECT saves (cachetier/README.md, "Direct
+     * fills"). prefetch by default: on the bench's VM the fill writer's
+     * copy into fresh page cache pages was 46-48 % of a buffered
+     * prefetch's CPU (fresh memory is dear there: tests/bench/fresh_bench.c),
+     * and `shardfs prefetch` (L4) cost the daemon 1.54 and 1.71 CPU-s per
+     * GB buffered against 0.91 and 1.03 direct at load 6-14, 1.04 against
+     * 0.87 at load 25 (tests/bench/README.md, "L4: fresh page cache");
+     * not auto: the warm's, a reader's shards ahead and a plan's lookahead
+     * are read soon, from the page cache when buffered (an earlier A/B on
+     * another day's VM had direct no cheaper: "L4: direct fills") */
+    {"direct-fills", 0, FS_OPT_ENUM, CFG(ct.direct_fills), 0, "prefetch", 0, 0, "off|auto|prefetch",
+     "prefetch: the fills of `shardfs prefetch`, which no reader waits on, are written with "
+     "O_DIRECT, bypassing the page cache (buffered where the cache's file system refuses it, "
+     "as tmpfs); auto: also the warm's, a reader's shards ahead and a plan's lookahead; off: "
+     "every fill through the page cache"},
     /* the kernel's own writeback takes dirty pages after 30 s
      * (vm.dirty_expire_centisecs), so a unit that old costs the sync little;
      * a unit evicted younger (a planned epoch with a cache a quarter of the

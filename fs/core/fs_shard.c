@@ -828,7 +828,7 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj)
 	atomic_compare_exchange_strong(&fs_obj(fs, obj)->prefetch, &none, 1);
 	fs->c.prefetch_requests++;
 	if (err == 0)
-		err = fetch_obj_fill(fs->fetch, raw);
+		err = fetch_obj_fill(fs->fetch, raw, 1);
 	if (err < 0) {
 		fs->c.prefetch_errors++;
 		fs_log(FS_LOG_WARN, "%s: prefetch failed: %s", fs_obj(fs, obj)->key,

@@ -160,7 +160,7 @@ static void *warm_main(void *arg)
 
 		if (!fs_obj_live(o) || atomic_load(&o->known) == FS_INFO_MISSING)
 			continue;
-		if (fs_obj_raw(fs, i, &raw) < 0 || fetch_obj_fill(fs->fetch, raw) < 0) {
+		if (fs_obj_raw(fs, i, &raw) < 0 || fetch_obj_fill(fs->fetch, raw, 0) < 0) {
 			failed++; /* fs_obj_raw logged why */
 			continue;
 		}

@@ -22,6 +22,8 @@
  * fill writer, cachetier_write.c): a prefetch fill direct but for a
  * shard's last partial block, a demand read's fills buffered, the bytes
  * and stored CRCs exact; on tmpfs every fill buffered, counted once.
+ * test_modes: which prefetches each --direct-fills mode writes direct
+ * (off, auto, prefetch: `shardfs prefetch`'s alone).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -355,6 +357,71 @@ static void test_tier(uint64_t seed)
 	free(rd);
 }
 
+/* Which fills each --direct-fills mode writes direct: through a tier on
+ * the disk, one object each prefetched as `shardfs prefetch` does
+ * (CACHETIER_PF_COLD), as the warm (PF_FIT), as a reader's shards ahead
+ * (PF_EVICT) and as a plan's range (a range, PF_FIT), one after another:
+ * the bytes written direct after each exactly its 20 whole units' where
+ * the mode names it (off: none; auto: all four; prefetch: the cold one
+ * only), else none, and every object's bytes exact. */
+static void test_modes(uint64_t seed)
+{
+	static const char *const keys[] = {"cold.tar", "warm.tar", "ahead.tar", "range.tar"};
+	static const char *const names[] = {"off", "auto", "prefetch"};
+	static const int direct[][4] = {{0, 0, 0, 0}, {1, 1, 1, 1}, {1, 0, 0, 0}};
+	uint64_t s = seed * 2654435761u + 23;
+	unsigned char *src[4];
+
+	for (int k = 0; k < 4; k++)
+		src[k] = src_object(tmpdir, keys[k], T_SIZE, &s);
+	for (int m = CACHETIER_DIRECT_OFF; m <= CACHETIER_DIRECT_PREFETCH; m++) {
+		struct backend *be = fault_store(tmpdir, "async=1");
+		struct cachetier_config cc;
+		struct cachetier *ct;
+		struct cachetier_stats st;
+		uint64_t before = 0;
+		char path[600];
+
+		snprintf(path, sizeof(path), "%s/modes-%s", tmpdir, names[m]);
+		tier_config(&cc, path, 1ull << 30, 2, T_CHUNK);
+		cc.readahead_max_bytes = T_CHUNK;
+		cc.direct_fills = m;
+		ct = tier_open(&cc, be);
+		for (int k = 0; k < 4; k++) {
+			struct cachetier_obj *o = obj_open(ct, be, keys[k]);
+			int err =
+			    k == 0   ? cachetier_obj_prefetch(o, CACHETIER_PF_COLD)
+			    : k == 1 ? cachetier_obj_prefetch(o, CACHETIER_PF_FIT)
+			    : k == 2 ? cachetier_obj_prefetch(o, CACHETIER_PF_EVICT)
+				     : cachetier_obj_prefetch_range(o, 0, T_SIZE, CACHETIER_PF_FIT);
+
+			CHECK(err == 0, "modes %s: %s: prefetch: %d", names[m], keys[k], err);
+			cached_wait(o, T_SIZE, keys[k]);
+			CHECK(prefetch_ended(o), "modes %s: %s: prefetch did not end", names[m],
+			      keys[k]);
+			fills_idle(ct);
+			stats(ct, &st);
+			CHECK(st.direct_bytes - before == (direct[m][k] ? 20u * T_UNIT : 0),
+			      "modes %s: %s: %llu bytes direct, want %u", names[m], keys[k],
+			      (unsigned long long)(st.direct_bytes - before),
+			      direct[m][k] ? 20u * T_UNIT : 0);
+			before = st.direct_bytes;
+			CHECK(obj_exact(o, src[k], 0, T_SIZE), "modes %s: %s: the bytes", names[m],
+			      keys[k]);
+			cachetier_obj_unref(o);
+		}
+		stats(ct, &st);
+		CHECK(st.direct_fallbacks == 0 && st.fill_errors == 0 && st.units_corrupt == 0,
+		      "modes %s: %llu fallbacks, %llu fill errors, %llu corrupt", names[m],
+		      (unsigned long long)st.direct_fallbacks, (unsigned long long)st.fill_errors,
+		      (unsigned long long)st.units_corrupt);
+		cachetier_close(ct);
+		backend_close(be);
+	}
+	for (int k = 0; k < 4; k++)
+		free(src[k]);
+}
+
 int main(void)
 {
 	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "df", 20261201u);
@@ -370,6 +437,7 @@ int main(void)
 	test_tmpfs(seed);
 	test_off(seed);
 	test_tier(seed);
+	test_modes(seed);
 	for (int k = 0; k < CT_WRITEV_MAX; k++)
 		free(bufs[k]);
 	free(want);
