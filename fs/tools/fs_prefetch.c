@@ -112,11 +112,20 @@ static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent, ch
 
 	*sent = 0;
 	for (int i = argc > 1 ? 1 : 0; i < argc; i++) {
-		int outside = 0;
-		const char *r =
-		    argc > 1 ? fs_client_mount_relative(mnt, argv[i], rel, sizeof(rel), &outside)
+		int outside = 0, n, err;
+		const char *r;
+
+		if (argc > 1 && !argv[i][0]) {
+			/* "$DIR" of an unset variable: not the whole mount */
+			fprintf(stderr,
+				"shardfs: prefetch: an empty PATH names nothing in the mount "
+				"(give no PATH to prefetch everything)\n");
+			rc = PF_EXIT_ERR;
+			continue;
+		}
+		r = argc > 1 ? fs_client_mount_relative(mnt, argv[i], rel, sizeof(rel), &outside)
 			     : "";
-		int n, err = fs_client_ctl_escape(r, esc, sizeof(esc));
+		err = fs_client_ctl_escape(r, esc, sizeof(esc));
 
 		n = snprintf(line, sizeof(line), "prefetch %s\n", esc);
 		if (err == 0)

@@ -38,8 +38,8 @@ GROUP:
                   openat + fdatasync a second for the mount's life). The check is a time
                   window: a unit test counting map writes per batch should replace it.
   prefetch-empty  'shardfs prefetch MNT ""' (a PATH from an unset variable) is refused, exit 1,
-                  saying the PATH is empty, and fetches nothing. Not registered: it fails (the
-                  empty PATH prefetches the whole mount, exit 0; fs/tools/fs_prefetch.c).
+                  saying the PATH is empty, and fetches nothing (before the mend, in
+                  fs/tools/fs_prefetch.c: the empty PATH prefetched the whole mount, exit 0).
   fulldisk-flusher  the same fault on a full disk: a 4 MiB tmpfs cache disk, s0.tar read, then
                   another program fills the disk (the map's temp file: ENOSPC); the flusher
                   must not retry without pause (0.2 s of CPU within 20 s; it burnt about 30 %
