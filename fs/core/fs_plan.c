@@ -204,19 +204,13 @@ static int extent_of(struct fs *fs, uint64_t ino, const struct stat *st, struct 
 	return 0;
 }
 
-/* Mount-relative path[0..len) as a lookup of each component would find it
- * ('.' and empty components skipped). */
-static int resolve(struct fs *fs, const char *path, size_t len, struct fs_plan_extent *x)
+/* Walk path[0..len) from directory *ino, a lookup a component ('.' and
+ * empty components skipped): *ino and *e the last one's. */
+static int walk(struct fs *fs, const char *path, size_t len, uint64_t *ino, struct fs_entry *e)
 {
 	char comp[NAME_MAX + 1];
-	uint64_t ino = 1;
-	struct fs_entry e;
 	size_t i = 0;
 
-	memset(&e, 0, sizeof(e));
-	e.attr.st_mode = S_IFDIR;
-	if (memchr(path, '\0', len))
-		return -ENOENT;
 	for (size_t clen; (clen = fs_path_comp(path, len, &i)) > 0; i += clen + 1) {
 		size_t j = i + clen;
 		int err;
@@ -225,13 +219,76 @@ static int resolve(struct fs *fs, const char *path, size_t len, struct fs_plan_e
 			return -ENOENT;
 		memcpy(comp, path + i, j - i);
 		comp[j - i] = '\0';
-		err = fs_lookup_entry(fs, ino, comp, &e);
+		err = fs_lookup_entry(fs, *ino, comp, e);
 		if (err < 0)
 			return err;
-		if (!e.ino)
+		if (!e->ino)
 			return -ENOENT;
-		ino = e.ino;
+		*ino = e->ino;
 	}
+	return 0;
+}
+
+/* A slot of a publish's directories (plan_dir_slot): the text of the
+ * directory part of a path (up to its last '/') and the inode it walks to.
+ * A plan's paths name few directories many times (an ImageFolder's
+ * classes, a shard's members: a class's lookup searches the class names),
+ * so each is walked about once a publish, not once a path. A publish is
+ * short and a directory's inode is computed from what it is, so a slot
+ * stays true for it (a directory a refresh removes meanwhile: its files'
+ * lookups fail, as a walk of the path would). */
+#define PLAN_DIRS     64
+#define PLAN_DIR_NAME 256
+struct plan_dir {
+	uint64_t ino; /* 0: empty */
+	size_t len;
+	char name[PLAN_DIR_NAME];
+};
+
+static struct plan_dir *plan_dir_slot(struct plan_dir *dirs, const char *dir, size_t len)
+{
+	return &dirs[disk_fnv64(dir, len) % PLAN_DIRS];
+}
+
+/* Mount-relative path[0..len) as a lookup of each component would find it
+ * ('.' and empty components skipped); its directory part from dirs (the
+ * publish's, or NULL) when it was walked before. */
+static int resolve(struct fs *fs, const char *path, size_t len, struct fs_plan_extent *x,
+		   struct plan_dir *dirs)
+{
+	const char *sl = len ? memrchr(path, '/', len) : NULL;
+	size_t dl = sl ? (size_t)(sl - path) : 0, ll = len - dl - 1;
+	uint64_t ino = 1;
+	struct fs_entry e;
+	int err;
+
+	memset(&e, 0, sizeof(e));
+	e.attr.st_mode = S_IFDIR;
+	if (memchr(path, '\0', len))
+		return -ENOENT;
+	/* a directory part, then a last component that is a name (not '.',
+	 * '..' or empty): the directory's inode from its slot, or walked and
+	 * kept there */
+	if (dirs && sl && dl > 0 && dl < PLAN_DIR_NAME && ll > 0 && !(ll == 1 && sl[1] == '.') &&
+	    !(ll == 2 && sl[1] == '.' && sl[2] == '.')) {
+		struct plan_dir *d = plan_dir_slot(dirs, path, dl);
+
+		if (d->ino && d->len == dl && memcmp(d->name, path, dl) == 0) {
+			ino = d->ino;
+		} else {
+			err = walk(fs, path, dl, &ino, &e);
+			if (err < 0)
+				return err;
+			d->ino = ino;
+			d->len = dl;
+			memcpy(d->name, path, dl);
+		}
+		path += dl + 1;
+		len = ll;
+	}
+	err = walk(fs, path, len, &ino, &e);
+	if (err < 0)
+		return err;
 	return extent_of(fs, ino, &e.attr, x);
 }
 
@@ -273,6 +330,7 @@ struct plan_reader {
 	const struct fs_op_stop *stop;	/* or NULL */
 	uid_t uid;			/* the sender's: the file opened with its rights */
 	gid_t gid;
+	struct plan_dir dirs[PLAN_DIRS]; /* the directories of its paths (resolve) */
 };
 
 /* The length of the mount point (as resolved at mount) that the line
@@ -304,9 +362,9 @@ static int plan_line(struct plan_reader *r)
 	if (r->ll == 0 && !r->overlong)
 		return 0;
 	skip = r->overlong ? 0 : mount_prefix(r->fs, r->line, r->ll);
-	if (skip && resolve(r->fs, r->line + skip, r->ll - skip, &x) < 0)
+	if (skip && resolve(r->fs, r->line + skip, r->ll - skip, &x, r->dirs) < 0)
 		skip = 0;
-	if (r->overlong || (!skip && resolve(r->fs, r->line, r->ll, &x) < 0)) {
+	if (r->overlong || (!skip && resolve(r->fs, r->line, r->ll, &x, r->dirs) < 0)) {
 		if (p->missing < PLAN_LOG_LINES)
 			r->lines[p->missing] = r->lineno;
 		p->missing++;
