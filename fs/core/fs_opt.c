@@ -226,16 +226,17 @@ static const struct fs_opt cache_opts[] = {
     /* a prefetch's bytes are read later if at all: through the page cache
      * they cost a copy, their dirty writeback and, at eviction, the punch's
      * folio work, which O_DIRECT saves (cachetier/README.md, "Direct
-     * fills"). prefetch by default: on the bench's VM the fill writer's
-     * copy into fresh page cache pages was 46-48 % of a buffered
-     * prefetch's CPU (fresh memory is dear there: tests/bench/fresh_bench.c),
-     * and `shardfs prefetch` (L4) cost the daemon 1.54 and 1.71 CPU-s per
-     * GB buffered against 0.91 and 1.03 direct at load 6-14, 1.04 against
-     * 0.87 at load 25 (tests/bench/README.md, "L4: fresh page cache");
-     * not auto: the warm's, a reader's shards ahead and a plan's lookahead
-     * are read soon, from the page cache when buffered (an earlier A/B on
-     * another day's VM had direct no cheaper: "L4: direct fills") */
-    {"direct-fills", 0, FS_OPT_ENUM, CFG(ct.direct_fills), 0, "prefetch", 0, 0, "off|auto|prefetch",
+     * fills"). prefetch saves CPU: on the bench's VM the fill writer's copy
+     * into fresh page cache pages was 46-48 % of a buffered prefetch's CPU,
+     * and `shardfs prefetch` (L4) cost the daemon 0.95-1.71 CPU-s per GB
+     * buffered against 0.80-1.03 direct; but off by default: each direct
+     * pwritev waits for the disk, and at load 9 the prefetch took 1.82 s
+     * against 1.10 (L1 282 against 466 MB/s, below curl's 1.27 s), so
+     * L1's goal would fall (tests/bench/README.md, "L4: fresh page cache";
+     * on an earlier VM direct was no cheaper: "L4: direct fills"). auto
+     * also writes the warm's, a reader's shards ahead and a plan's
+     * lookahead direct, which are read soon */
+    {"direct-fills", 0, FS_OPT_ENUM, CFG(ct.direct_fills), 0, "off", 0, 0, "off|auto|prefetch",
      "prefetch: the fills of `shardfs prefetch`, which no reader waits on, are written with "
      "O_DIRECT, bypassing the page cache (buffered where the cache's file system refuses it, "
      "as tmpfs); auto: also the warm's, a reader's shards ahead and a plan's lookahead; off: "
