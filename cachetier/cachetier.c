@@ -418,6 +418,8 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->evict_cpu_ns = atomic_load(&ct->evict_cpu_ns);
 	st->room_statfs = ct->free_calls;
 	st->flush_cpu_ns = atomic_load(&ct->flush_cpu_ns);
+	st->map_writes = atomic_load(&ct->map_writes);
+	st->map_write_errors = atomic_load(&ct->map_write_errors);
 	st->punches = atomic_load(&ct->punches);
 	st->punches_queued = ct->pun ? atomic_load(&ct->pun->queued) : 0;
 	st->punches_pending = ct->pun ? atomic_load(&ct->pun->pending) : 0;

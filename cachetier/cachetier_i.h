@@ -357,8 +357,10 @@ struct cachetier {
 	/* CPU time (CLOCK_THREAD_CPUTIME_ID) of make_room and of map writes
 	 * (cachetier_stats; the eviction bench, tests/bench/evict_bench.c) */
 	atomic_ullong evict_cpu_ns, flush_cpu_ns;
-	atomic_ullong punches; /* fallocate punches of evictions (cachetier_stats) */
-	uint64_t peer_units;   /* units served that another process filled */
+	atomic_ullong map_writes, map_write_errors; /* cachetier_stats' */
+	atomic_int map_fail_said; /* the first failed map write said (cachetier_map.c) */
+	atomic_ullong punches;	  /* fallocate punches of evictions (cachetier_stats) */
+	uint64_t peer_units;	  /* units served that another process filled */
 	/* make_room's calls that waited for other threads' evictions, those waits, its time */
 	uint64_t room_waits, room_wait_ns, room_make_ns;
 	/* the free-space check (cachetier__disk_avail): bytes made room for

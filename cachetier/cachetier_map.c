@@ -128,6 +128,8 @@ int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t
  * worth of units, and every MAP_BATCH_NS. */
 #define MAP_BATCH_CHUNKS 16u /* chunks' worth of units */
 #define MAP_BATCH_NS	 1000000000LL
+/* a map whose write failed is tried again this long after (a batch) */
+#define MAP_RETRY_NS MAP_BATCH_NS
 
 /* The durability delay in ns (cfg.durable_delay_s; 0: none). */
 static int64_t delay_ns(const struct cachetier *ct)
@@ -238,6 +240,8 @@ static int flush_due_locked(struct cachetier *ct, struct ct_file *f, int64_t now
 	remap_take(f);
 	if (!f->live || !f->dirty)
 		return 0;
+	if (f->retry_ns && now < f->retry_ns)
+		return 0; /* its last write failed: once a batch, not at once */
 	if (delay == 0)
 		return f->dirty >= MAP_BATCH_CHUNKS * f->group || now - f->map_ns >= MAP_BATCH_NS;
 	return now - f->dirty_ns >= delay;
@@ -272,6 +276,30 @@ void cachetier__map_dirty(struct cachetier *ct, struct ct_file *f, uint32_t u, i
  * none held. */
 static void file_flush(struct cachetier *ct, struct ct_file *f);
 
+/* Was the tier's data directory removed (its last link gone) while open?
+ * Asked only after a file operation in it failed. */
+static int dir_gone(struct cachetier *ct)
+{
+	struct stat st;
+
+	return fstat(ct->datafd, &st) == 0 && st.st_nlink == 0;
+}
+
+/* Said once a tier: the first map write that failed, and what it costs
+ * (its units are fetched again after a restart; the bytes served stay
+ * exact). Later failures are counted (map_write_errors), not logged. */
+static void map_write_failed(struct cachetier *ct, struct ct_file *f, int err)
+{
+	if (atomic_exchange(&ct->map_fail_said, 1))
+		return;
+	fprintf(stderr,
+		"shardfs: cache: cannot write the map of %s in %s/data: %s%s; retried once a "
+		"second; until it is written its units are fetched again after a restart "
+		"(counter map_write_errors)\n",
+		f->key, ct->dir, strerror(-err),
+		dir_gone(ct) ? " (the cache directory was removed under the mount)" : "");
+}
+
 void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 {
 	int64_t t0 = cachetier__cpu_ns();
@@ -295,7 +323,8 @@ static void file_flush(struct cachetier *ct, struct ct_file *f)
 	all = ct->stopping;
 	disk_mutex_lock(&f->lock); /* the map batch */
 	remap_take(f);
-	if (!f->live || f->dirty == 0 || (delay && !all && !flush_due_locked(ct, f, now))) {
+	if (!f->live || f->dirty == 0 || (!all && f->retry_ns && now < f->retry_ns) ||
+	    (delay && !all && !flush_due_locked(ct, f, now))) {
 		disk_mutex_unlock(&f->lock);
 		disk_mutex_unlock(&ct->lock);
 		disk_mutex_unlock(&f->maplock);
@@ -326,15 +355,27 @@ static void file_flush(struct cachetier *ct, struct ct_file *f)
 			err = disk_write_atomic(f->dirfd, name, buf, len, 0600);
 		cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
 	}
+	atomic_fetch_add(err < 0 ? &ct->map_write_errors : &ct->map_writes, 1);
+	if (err < 0)
+		map_write_failed(ct, f, err);
 	if (err < 0 || young) {
-		/* failed: try again at the next batch; young units: named once
-		 * they are old enough */
+		/* failed: try again a batch later (MAP_RETRY_NS), not at once
+		 * (a flusher that found it due again at once retried without
+		 * pause for as long as the write failed: a cache directory
+		 * removed under the mount); young units: named once they are
+		 * old enough */
 		disk_mutex_lock(&f->lock);
 		f->dirty += err < 0 ? dirty : young;
-		if (err < 0)
+		if (err < 0) {
 			f->dirty_ns = 0;
-		else if (!f->dirty_ns || young_ns < f->dirty_ns)
+			f->retry_ns = cachetier__now_ns() + MAP_RETRY_NS;
+		} else if (!f->dirty_ns || young_ns < f->dirty_ns) {
 			f->dirty_ns = young_ns;
+		}
+		disk_mutex_unlock(&f->lock);
+	} else {
+		disk_mutex_lock(&f->lock);
+		f->retry_ns = 0;
 		disk_mutex_unlock(&f->lock);
 	}
 	disk_mutex_unlock(&f->maplock);

@@ -126,6 +126,8 @@ struct ct_file {
 	int *uerr;	      /* the error of the last failed fill per unit */
 	unsigned dirty;	      /* valid units not yet in the persisted map */
 	int64_t map_ns;	      /* when the map was last written */
+	int64_t retry_ns;     /* a failed map write: not due again before this
+			       * (MAP_RETRY_NS after it; 0: none failed) */
 	atomic_int remap;     /* a punch's end found units of an unlinked map still valid: the
 			       * map is due again (folded into dirty under ct->lock by the
 			       * flusher's look, cachetier_map.c; set without it) */

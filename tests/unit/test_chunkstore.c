@@ -2082,6 +2082,95 @@ static void test_durable(uint64_t seed)
 	durable_delay_s = 0;
 }
 
+/* ---- the cache directory removed under an open tier ---- */
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Remove every file of dir, then dir (as rm -rf would). */
+static void remove_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[900];
+
+	CHECK(d != NULL, "opendir %s: %s", dir, strerror(errno));
+	while (d && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		CHECK(unlink(path) == 0, "unlink %s: %s", path, strerror(errno));
+	}
+	if (d)
+		closedir(d);
+	CHECK(rmdir(dir) == 0, "rmdir %s: %s", dir, strerror(errno));
+}
+
+/* test_mapgone: the tier's data directory removed while an object is
+ * open. Its reads stay exact (the open data file); its map cannot be
+ * written, and a failed write is tried again once a batch (a second), not
+ * at once: the flusher that found the map due again at once retried
+ * without pause for as long as the write failed (hundreds a second). The
+ * bound is a count against the time taken: a busy machine only makes
+ * fewer attempts. (An object opened afterwards fails with ENOENT, which
+ * fs_shard.c tells the user as EIO: mount-hostile10-cachegone-read.) */
+static void test_mapgone(uint64_t seed)
+{
+	struct backend *be;
+	struct cachetier *ct;
+	struct cachetier_obj *o, *o1 = NULL;
+	struct backend_objinfo info;
+	struct cachetier_stats st;
+	double t0, took;
+	int err;
+
+	(void)seed;
+	/* with a durability delay a failed map is due again at once (its
+	 * dirty time cleared): the case that spun */
+	durable_delay_s = 1;
+	be = store("");
+	ct = tier(be, "c-mapgone", 1ull << 30, 4);
+	o = obj(ct, be, 0);
+	remove_dir(data_dir(ct));
+	t0 = mono_s();
+	CHECK(read_check(o, 0, 0, sizes[0], 0) == 0, "object 0 after the removal: wrong bytes");
+	/* three failed writes take two retry delays, about 2 s; watched for
+	 * 4 s at least (a flusher that spun did so in bursts) */
+	for (int w = 0; w < 6000; w++) {
+		stats(ct, &st);
+		if (st.map_write_errors >= 3 && mono_s() - t0 >= 4)
+			break;
+		usleep(10000);
+	}
+	took = mono_s() - t0;
+	stats(ct, &st);
+	printf("mapgone: %llu map writes failed in %.2f s, %llu written\n",
+	       (unsigned long long)st.map_write_errors, took, (unsigned long long)st.map_writes);
+	CHECK(st.map_write_errors >= 3, "%llu map writes failed within 60 s (want 3: retried)",
+	      (unsigned long long)st.map_write_errors);
+	CHECK(st.map_write_errors <= 2 + (uint64_t)took,
+	      "%llu failed map writes in %.2f s: retried without pause (once a second wanted)",
+	      (unsigned long long)st.map_write_errors, took);
+	CHECK(st.map_writes == 0, "%llu maps written into a removed directory",
+	      (unsigned long long)st.map_writes);
+	CHECK(read_check(o, 0, 0, sizes[0], 0) == 0, "object 0 read again: wrong bytes");
+	CHECK(backend_stat(be, keys[1], &info) == 0, "stat %s", keys[1]);
+	err = cachetier_obj_open(ct, &info, CACHETIER_RAW, &o1);
+	CHECK(err == -ENOENT, "object 1 opened after the removal: %d (%s), want ENOENT", err,
+	      strerror(-err));
+	if (o1)
+		cachetier_obj_unref(o1);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+	durable_delay_s = 0;
+}
+
 /* ---- fill errors ---- */
 
 static void test_errors(void)
@@ -4203,6 +4292,7 @@ int main(void)
 	test_reopen_race();
 	test_crash(seed);
 	test_durable(seed);
+	test_mapgone(seed);
 	test_errors();
 	test_cut();
 	test_changed(seed);
