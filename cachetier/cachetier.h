@@ -141,8 +141,7 @@ struct cachetier_stats {
 				      * calls that must evict: picking victims, unlinking maps,
 				      * punching; a room check that finds room is not counted */
 	uint64_t map_writes;	     /* maps written (or unlinked: nothing left to name) */
-	uint64_t map_write_errors;   /* map writes that failed (each tried again a second later;
-				      * the first said in the log) */
+	uint64_t map_write_errors;   /* map writes that failed (tried again a second later) */
 	uint64_t flush_cpu_ns;	     /* CPU time of the threads writing maps (their fdatasync
 				      * of the data file, the map's atomic write) */
 	uint64_t punches;	     /* holes punched by evictions (fallocate calls) */
