@@ -334,6 +334,7 @@ static void file_flush(struct cachetier *ct, struct ct_file *f)
 	f->dirty = 0;
 	f->dirty_ns = 0;
 	f->map_ns = now;
+	f->retry_ns = 0; /* set again below if this write fails */
 	disk_mutex_unlock(&f->lock);
 	disk_mutex_unlock(&ct->lock);
 	snprintf(name, sizeof(name), "%s.map", f->hash);
@@ -372,10 +373,6 @@ static void file_flush(struct cachetier *ct, struct ct_file *f)
 		} else if (!f->dirty_ns || young_ns < f->dirty_ns) {
 			f->dirty_ns = young_ns;
 		}
-		disk_mutex_unlock(&f->lock);
-	} else {
-		disk_mutex_lock(&f->lock);
-		f->retry_ns = 0;
 		disk_mutex_unlock(&f->lock);
 	}
 	disk_mutex_unlock(&f->maplock);
