@@ -618,6 +618,23 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* One tick of a prefetch wait (prefetch-wait, prefetch-check) with left ns
+ * to its end: -EINTR (the request given up, counted), -ESHUTDOWN (an
+ * unmount is near), else 0 after sleeping up to PF_WAIT_TICK_NS. */
+static int pf_wait_tick(struct fs *fs, const struct fs_op_stop *stop, int64_t now, int64_t left)
+{
+	if (stop && stop->asked(stop->arg)) {
+		fs->c.prefetch_wait_interrupts++;
+		return -EINTR;
+	}
+	if (fs_ctl_notice(fs) > now)
+		return -ESHUTDOWN;
+	if (left > PF_WAIT_TICK_NS)
+		left = PF_WAIT_TICK_NS;
+	nanosleep(&(struct timespec){0, (long)left}, NULL);
+	return 0;
+}
+
 static int prefetch_wait(struct fs *fs, const char *a, size_t n, const struct fs_op_stop *stop)
 {
 	struct pf_wait w = {0};
@@ -657,18 +674,9 @@ static int prefetch_wait(struct fs *fs, const char *a, size_t n, const struct fs
 		left = end - now;
 		if (over || left <= 0)
 			break;
-		if (stop && stop->asked(stop->arg)) {
-			fs->c.prefetch_wait_interrupts++;
-			over = -EINTR;
+		over = pf_wait_tick(fs, stop, now, left);
+		if (over)
 			break;
-		}
-		if (fs_ctl_notice(fs) > now) {
-			over = -ESHUTDOWN;
-			break;
-		}
-		if (left > PF_WAIT_TICK_NS)
-			left = PF_WAIT_TICK_NS;
-		nanosleep(&(struct timespec){0, (long)left}, NULL);
 	}
 	free(w.v);
 	return over;
@@ -749,18 +757,9 @@ static int prefetch_check(struct fs *fs, const char *a, size_t n, const struct f
 		left = end - now;
 		if (err != FS_CTL_CHECK_RUNNING || left <= 0)
 			break;
-		if (stop && stop->asked(stop->arg)) {
-			fs->c.prefetch_wait_interrupts++;
-			err = -EINTR;
+		err = pf_wait_tick(fs, stop, now, left);
+		if (err)
 			break;
-		}
-		if (fs_ctl_notice(fs) > now) {
-			err = -ESHUTDOWN;
-			break;
-		}
-		if (left > PF_WAIT_TICK_NS)
-			left = PF_WAIT_TICK_NS;
-		nanosleep(&(struct timespec){0, (long)left}, NULL);
 	}
 	free(c.v);
 	return err;
