@@ -82,6 +82,28 @@ void fs_client_say_not_usable(const char *path, const struct fs_mnt *m, int err)
 		fprintf(stderr, "shardfs: %s: %s\n", path, strerror(err));
 }
 
+int fs_client_say_cache_gone(const char *cmd, const char *mnt)
+{
+	struct fs_stats_doc stats;
+	uint64_t gone = 0;
+	const char *dir;
+	int said = 0;
+
+	if (fs_mnt_read_stats(mnt, &stats) < 0)
+		return 0;
+	dir = fs_stats_get(&stats, "cache_dir");
+	if (fs_stats_u64(&stats, "cache_dir_removed", &gone) == 0 && gone && dir) {
+		fprintf(stderr,
+			"shardfs: %s: the cache directory %s was removed under the mount %s: "
+			"what is not cached fails with EIO (the mount's log went with it): "
+			"unmount and mount again\n",
+			cmd, dir, mnt);
+		said = 1;
+	}
+	fs_stats_doc_free(&stats);
+	return said;
+}
+
 /* The shardfs mount at path, as the kernel has it (fs_mountid.h): 0 when
  * it answers; else 1 after saying why not (no mount there, a path inside
  * one, a dead daemon, another user's). */
@@ -260,6 +282,7 @@ int fs_refresh_main(int argc, char **argv)
 			    ? "the source is now the mount point, inside it, or holds it (its "
 			      "listing would read the mount itself)"
 			    : strerror(-err));
+		fs_client_say_cache_gone("refresh", m.dir);
 		return 1;
 	}
 	if (refresh_counts(m.dir, after) < 0) {
@@ -275,8 +298,9 @@ int fs_refresh_main(int argc, char **argv)
 }
 
 /* The line of plan name in MOUNTPOINT/.shardfs/plans, printed as a
- * summary: 0, or -ENOENT when there is none. */
-static int plan_say(const char *mnt, const char *name)
+ * summary (*missing: its paths not in the mount): 0, or -ENOENT when
+ * there is none. */
+static int plan_say(const char *mnt, const char *name, uint64_t *missing)
 {
 	char *text = fs_mnt_read_ctl(mnt, "plans"), *line, *save = NULL;
 	int err = -ENOENT;
@@ -294,6 +318,7 @@ static int plan_say(const char *mnt, const char *name)
 			uint64_t bytes = strtoull(f[6], NULL, 10);
 
 			fs_human_bytes(bytes, human, sizeof(human));
+			*missing = strtoull(f[3], NULL, 10);
 			printf("plan '%s': %s path%s, %s; %s path%s not in the mount (skipped)\n",
 			       name, f[2], strcmp(f[2], "1") == 0 ? "" : "s", human, f[3],
 			       strcmp(f[3], "1") == 0 ? "" : "s");
@@ -557,6 +582,7 @@ int fs_plan_main(int argc, char **argv)
 	struct fs_mnt m;
 	char path[PATH_MAX + 32], *abs = NULL;
 	char line[4 * PATH_MAX + FS_PLAN_NAME_MAX + 16];
+	uint64_t missing = 0;
 	int fd, err;
 
 	err = plan_args(argc, argv, &a);
@@ -588,6 +614,7 @@ int fs_plan_main(int argc, char **argv)
 	}
 	if (err < 0) {
 		plan_say_refused(a.mnt, a.name, abs, err);
+		fs_client_say_cache_gone("plan", m.dir);
 		free(abs);
 		return 1;
 	}
@@ -596,7 +623,11 @@ int fs_plan_main(int argc, char **argv)
 		printf("plan '%s' cleared\n", a.name);
 		return 0;
 	}
-	if (plan_say(m.dir, a.name) < 0)
+	if (plan_say(m.dir, a.name, &missing) < 0)
 		printf("plan '%s' published (replaced since by another plan)\n", a.name);
+	/* a path in a shard whose index could not be made (its cache file
+	 * refused: EIO) counts as not in the mount: not a skip to exit 0 on */
+	if (missing && fs_client_say_cache_gone("plan", m.dir))
+		return 1;
 	return 0;
 }

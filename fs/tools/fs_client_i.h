@@ -42,4 +42,12 @@ int fs_client_ctl_escape(const char *in, char *out, size_t cap);
  * file): what the mount's fs_ctl_command returned, or a negative errno. */
 int fs_client_ctl_send(int fd, const char *cmd);
 
+/* After a command (cmd: its name) failed on the mount at mnt: when the
+ * mount counts opens refused because its cache directory was removed
+ * under it (cache_dir_removed), say so on stderr, naming the directory
+ * and what to do, and return 1; else 0. The mount's log said it, but by
+ * default the log lay in that directory: the command is where a user
+ * learns why its EIO came. */
+int fs_client_say_cache_gone(const char *cmd, const char *mnt);
+
 #endif

@@ -572,6 +572,11 @@ int fs_prefetch_main(int argc, char **argv)
 	if (r.ended && pf_summary(&r) != PF_EXIT_OK)
 		rc = PF_EXIT_ERR;
 out:
+	/* one check for every failure (a PATH refused, fills failed, a joined
+	 * run's PATH not cached): a cache directory removed under the mount is
+	 * the cause the mount's log can no longer tell */
+	if (rc == PF_EXIT_ERR && mnt)
+		fs_client_say_cache_gone("prefetch", mnt);
 	pf_close(&r);
 	free(taken);
 	free(mnt);
