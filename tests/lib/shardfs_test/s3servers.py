@@ -657,8 +657,8 @@ class _AisHandler(_Handler):
             # each target request's entries in order (a window's split, item by item)
             owner.moss_log.append([(it['objname'], it.get('start', 0), it.get('length', 0))
                                    for it in items])
-            armed = (owner.moss_corrupt, owner.moss_cut_member, owner.moss_cut_at) != \
-                (None, None, None) or bool(owner.moss_lie)
+            armed = (owner.moss_corrupt, owner.moss_cut_member, owner.moss_cut_at,
+                     owner.moss_pause) != (None, None, None, None) or bool(owner.moss_lie)
         if owner.root is not None and owner.moss_sendfile and not armed:
             self.moss_stream(owner, bucket, items, coer, onob)
             return
@@ -696,6 +696,12 @@ class _AisHandler(_Handler):
             out += data + b'\0' * ((512 - len(data) % 512) % 512)
         if corrupt == 'checksum':
             out[136] ^= 0x01  # the first header's mtime, after its checksum was computed
+        pause_at = None
+        with owner.lock:
+            pause, owner.moss_pause = owner.moss_pause, None
+        if pause is not None and members:
+            pause_at = len(out) - len(members[-1][1]) - \
+                (512 - len(members[-1][1]) % 512) % 512 + len(members[-1][1]) // 2
         out += b'\0' * 1024
         with owner.lock:
             if cut is None:
@@ -711,9 +717,20 @@ class _AisHandler(_Handler):
             self.wfile.flush()
             self.close_connection = True
             return
-        for i in range(0, len(out), 65536):
-            c = bytes(out[i:i + 65536])
+        i = 0
+        while i < len(out):
+            j = min(i + 65536, len(out))
+            if pause_at is not None and i < pause_at < j:
+                j = pause_at
+            c = bytes(out[i:j])
             self.wfile.write(b'%x\r\n' % len(c) + c + b'\r\n')
+            i = j
+            if pause_at is not None and i == pause_at:
+                self.wfile.flush()
+                owner.count('moss_paused')
+                pause['reached'].set()
+                pause['go'].wait(120)
+                pause_at = None
         self.wfile.write(b'0\r\n\r\n')
 
 
@@ -740,7 +757,10 @@ class AisStandIn(_Counting):
     in flight at once, at most 5 s; stats head_inflight_max: the most HEADs in flight),
     head_hold (the first HEAD of a path with its match held until its go, at most 30 s),
     moss_hold (a threading.Event: every GetBatch answer waits for it at the target, at most
-    30 s; counted as moss_held).
+    30 s; counted as moss_held), moss_pause (a dict of threading.Events 'reached' and 'go':
+    the next answer stops in the middle of its last member's data, its first half sent, sets
+    reached and waits for go, at most 120 s, then sends the rest; once; counted as
+    moss_paused).
 
     Root mode (root: a directory; for tests/bench/link_bench.py): the bucket is that directory,
     listed (one page, at most 1000 keys) and HEAD answered from it with linkemu.py's ETags,
@@ -772,6 +792,7 @@ class AisStandIn(_Counting):
         self.moss_log = []  # [[(objname, start, length)] per target request]
         self.moss_sendfile = True
         self.moss_hold = None
+        self.moss_pause = None
         self.moss_cut_member = None
         self.moss_refuse_status = None
         self.moss_cut_at = None
