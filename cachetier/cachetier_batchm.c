@@ -14,54 +14,80 @@
  * sinks (the store's I/O thread: no lock, no disk) copy each piece into
  * its item's buffer, in order. One window thread (bm_window) applies the
  * version rule to the whole window: one HEAD per object of the window,
- * sent once every item of that object in the window has settled (arrived
- * whole, failed, or its request ended without it); the HEAD's answer
- * decides every item of the object at once, and each is given to its
- * caller (progress then done, no lock held). So a window of k objects
- * sends exactly k HEADs (fewer when an object's items all failed: none
- * for it), whatever the timing and however many requests it took; no
- * HEAD is shared with or waits for another window's or a batch fill's.
- * Each object's HEAD and the giving of its items run on a thread of its
+ * sent once every item of that object in the window has begun (its first
+ * byte arrived) or settled (failed, or its request ended without it); the
+ * HEAD's answer decides every item of the object at once, and each is
+ * given to its caller (progress then done, no lock held) once the HEAD is
+ * back and every item of the object has settled (arrived whole or
+ * failed). So a window of k objects sends exactly k HEADs (fewer when no
+ * item of an object began: none for it), whatever the timing and however
+ * many requests it took; no HEAD is shared with or waits for another
+ * window's or a batch fill's. Each object's HEAD runs on a thread of its
  * own (bm_head, started by the window thread as soon as the object's
- * tally reached zero), so no object waits for another's HEAD: the window
- * thread is never blocked in a round trip while other objects settle.
- * (It sent them itself, one backend_stat_many at a time, before: the
- * first object of a window to settle went out alone and the window's
- * others, settled a few ms later, waited for its answer: two HEAD round
- * trips a window, most items given one round trip late.) Without a
- * thread (pthread_create failed) the window thread decides the object
- * itself, as before.
+ * items all began), so no object waits for another's HEAD, and the HEAD's
+ * round trip overlaps the rest of its items' transfer (until 2026-12-02
+ * it went only once they had all arrived whole: an object's HEAD then
+ * began one item's transfer later). Without a thread (pthread_create
+ * failed) the window thread sends the HEAD itself.
  *
  * Why an item given from memory is of the listed version (the stage's
  * argument for ranged spans is cachetier_memread.c's header: If-Match and
  * the answer's ETag; GetBatch has neither, nor a version per item in its
  * answer: AIStore's apc.MossOut has name, bucket, size and an error only,
  * its TAR headers name, size, mode and an access time, and no request
- * field asks for a version): an item's bytes are given only when a HEAD
- * of its object, sent after every item of that object in the window
- * arrived (its sink counted the item's last byte before the window's
- * tally of the object reached zero, and the HEAD goes only then), answered
- * the ETag and size the store listed (ct_file's identity, the one
- * cachetier_obj_read_mem sends as If-Match). The bytes were read before
- * that HEAD; an object replaced before or while they were read, or after
- * but before the HEAD, has another ETag (or none) at the HEAD, so every
- * item of it in the window is refused (-ESTALE) and its reads go the
- * ordinary way, which gives the bytes or the errno they give without the
- * stage. The one case not seen is the batch fills' too
- * (cachetier_batchv.c): an object replaced and put back with the same
- * ETag (the same bytes) before the HEAD. A buffer's bytes are never
- * rewritten after they were given: the sink takes each byte once, in order
- * (off == next), and an item is given once, after its object's tally
- * reached zero (so after its last byte), by the window thread alone. An
- * item failed or cut (backend_batch_read's err[i]), or whose HEAD failed,
- * is refused with an errno; a request that could not start (no slot, the
- * tier stops, no thread) refuses its items.
+ * field asks for a version):
+ *
+ * - One item, one version. The target reads an item as it reads an
+ *   object for a GET: it opens the object (its current version) and
+ *   streams the item's bytes from that open; a replacement (a PUT writes
+ *   a work file and renames it over the object) does not change what an
+ *   open reads. That is the same property the ranged path's If-Match and
+ *   the answer's ETag rely on (a GET's body is of one version), and the
+ *   backend never resumes an item across answers (backend_ais_batch.c: a
+ *   cut item is -EIO, its bytes dropped, "a resume could mix versions").
+ *   So item j's bytes are of the version V_j the object had at O_j, when
+ *   the target opened it for j.
+ * - When the target opened it. O_j is before the target sent j's first
+ *   byte, so before that byte arrived here (A_j: the sink, off == the
+ *   item's off, sets begun[j] and only then counts j off its object's
+ *   open tally). The HEAD is sent at S > A_j for every begun item j of
+ *   the object (its thread starts after the tally read zero), and the
+ *   store answers it at H > S. So O_j < A_j < S < H for every item of
+ *   the object whose bytes may be given (an item that did not begin has
+ *   no bytes to give: it is refused).
+ * - What the HEAD then proves. It says the ETag and size listed (V, the
+ *   identity cachetier_obj_read_mem sends as If-Match) at H. Suppose some
+ *   V_j were another version V'. The object was V at the listing, V' at
+ *   O_j, V again at H: replaced and put back with the same ETag (the same
+ *   bytes) between the listing and H. That ABA case is the one the rule
+ *   cannot see, as before (a HEAD after the item's last byte sees exactly
+ *   as much: a version cannot change under an open, so the bytes after
+ *   the first add nothing to prove), and as the batch fills'
+ *   (cachetier_batchv.c). Any other replacement before H (before the
+ *   item was opened, or after it but before the HEAD) leaves another ETag
+ *   (or none) at H: every item of the object in the window is refused
+ *   (-ESTALE) and its reads go the ordinary way, which gives the bytes or
+ *   the errno they give without the stage. A replacement after H changes
+ *   nothing already opened, so bytes still streaming are of V.
+ * - What a HEAD before or during the item cannot prove: one answered at
+ *   H < O_j says nothing about a replacement between H and O_j, and the
+ *   client cannot know that H > O_j unless the HEAD was sent after A_j
+ *   (a HEAD whose answer arrived after A_j may still have been answered
+ *   before O_j). So the HEAD goes no earlier than this (cachetier/README.md,
+ *   "Why the HEAD cannot go with or before the request").
+ *
+ * A buffer's bytes are never rewritten after they were given: the sink
+ * takes each byte once, in order (off == next), and an item is given once,
+ * after its object's settled tally reached zero (so after its last byte),
+ * by the window thread alone. An item failed or cut (backend_batch_read's
+ * err[i]), or whose HEAD failed, is refused with an errno; a request that
+ * could not start (no slot, the tier stops, no thread) refuses its items.
  *
  * Threads and lifetime: the window thread is detached and counted in
  * ct->batch_windows, the readers in ct->batch_running (cachetier_close
  * waits for both: cachetier__batch_stop); the window thread joins the
  * readers once every request ended and the caller started them all, and
- * the objects' HEAD threads once every object was decided; the window is
+ * the objects' HEAD threads once every object was given; the window is
  * freed by the last of that thread and the call (bm_unref). Each item's
  * object is referenced from the call until its done ran.
  */
@@ -74,14 +100,20 @@
 
 #include "cachetier_batch_i.h"
 
-/* An object of the window: its items not settled yet (the sink's and the
- * readers' tally), and whether the window thread decided them. */
+/* An object of the window: its items not begun yet (no byte arrived and not
+ * settled: the sink's and the readers' tally; zero: its HEAD may go), its
+ * items not settled yet (zero: its items may be given once the HEAD is
+ * back), its HEAD's answer, and where the window thread is with it. */
 struct bm_win;
 struct bm_obj {
 	struct ct_file *f;
+	atomic_uint open;
 	atomic_uint left;
-	int settled; /* the window thread's */
-	int started; /* its HEAD thread runs (joined by the window thread) */
+	atomic_int headed; /* its HEAD thread set v (and posted the window's arrive) */
+	int v;		   /* the HEAD's answer: 0, -ESTALE, -EIO (written before headed) */
+	int asked;	   /* the window thread: its HEAD thread started (or it ran here) */
+	int given;	   /* the window thread: its items were given */
+	int started;	   /* its HEAD thread runs (joined by the window thread) */
 	pthread_t th;
 	struct bm_win *w;
 	unsigned heads, stale; /* its HEAD thread's counts, read once joined */
@@ -104,6 +136,7 @@ struct bm_win {
 	int *err;			  /* backend_batch_read's per item */
 	uint64_t *next;			  /* object offset of the next byte expected */
 	uint8_t *whole;			  /* 1: arrived whole (the sink's) */
+	uint8_t *begun;			  /* 1: its first byte arrived (the sink's) */
 	int *ierr;			  /* an item not whole: its errno (its reader's) */
 	size_t *obj;			  /* item -> window object */
 	struct bm_obj *o;
@@ -114,6 +147,14 @@ struct bm_win {
 	atomic_int refs;     /* the window thread's and the caller's: the last frees */
 	struct cachetier_batch_result res;
 };
+
+/* One item off an object's tally; the window thread told when it reaches
+ * zero (the only count it acts on). */
+static void bm_tally(struct bm_win *w, atomic_uint *t)
+{
+	if (atomic_fetch_sub_explicit(t, 1, memory_order_acq_rel) == 1)
+		sem_post(&w->arrive);
+}
 
 /* backend_batch_sink_cb, the store's I/O thread: item a + i's bytes at
  * off, copied into its buffer in order; an item that came whole is
@@ -131,11 +172,14 @@ static int bm_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t le
 	if (off != w->next[j] || len > end - off)
 		return -EIO; /* each byte once, in order */
 	memcpy((char *)w->it[j].buf + (off - w->it[j].off), buf, len);
+	if (off == w->it[j].off) { /* the target opened the item's version before this */
+		w->begun[j] = 1;
+		bm_tally(w, &w->o[w->obj[j]].open);
+	}
 	w->next[j] += len;
 	if (w->next[j] == end) {
 		w->whole[j] = 1;
-		atomic_fetch_sub_explicit(&w->o[w->obj[j]].left, 1, memory_order_acq_rel);
-		sem_post(&w->arrive);
+		bm_tally(w, &w->o[w->obj[j]].left);
 	}
 	return 0;
 }
@@ -152,7 +196,9 @@ static void bm_settle(struct bm_win *w, size_t a, size_t b, int ret)
 		if (ret == -EOPNOTSUPP || ret == -ENOMEM || e == 0)
 			e = ret < 0 ? ret : -EIO;
 		w->ierr[j] = e;
-		atomic_fetch_sub_explicit(&w->o[w->obj[j]].left, 1, memory_order_acq_rel);
+		if (!w->begun[j])
+			bm_tally(w, &w->o[w->obj[j]].open);
+		bm_tally(w, &w->o[w->obj[j]].left);
 	}
 }
 
@@ -181,10 +227,10 @@ static void *bm_read(void *arg)
 	return NULL;
 }
 
-/* Object o of its window, whose items all settled: one HEAD (when an item
- * of it came whole), then each of its items given: its bytes (the HEAD
- * confirmed the listed version) or its refusal. Its HEAD thread (or the
- * window thread); no lock held. */
+/* Object o of its window, every item of which has begun (its first byte
+ * arrived: the target opened its version) or settled: one HEAD (when an
+ * item of it began), its answer in o->v; then the window thread told.
+ * Its HEAD thread (or the window thread); no lock held. */
 static void *bm_head(void *arg)
 {
 	struct bm_obj *o = arg;
@@ -194,7 +240,7 @@ static void *bm_head(void *arg)
 
 	CT_OFF_LOOP();
 	for (size_t j = 0; j < w->n && !any; j++)
-		any = w->obj[j] == x && w->whole[j];
+		any = w->obj[j] == x && w->begun[j];
 	if (any) {
 		const char *key = o->f->key;
 		struct backend_objinfo info;
@@ -211,6 +257,19 @@ static void *bm_head(void *arg)
 			v = -ESTALE;
 		o->stale = v == -ESTALE;
 	}
+	o->v = v;
+	atomic_store_explicit(&o->headed, 1, memory_order_release);
+	sem_post(&w->arrive);
+	return NULL;
+}
+
+/* Object o's items given, once its HEAD is back and every item settled:
+ * each its bytes (the HEAD confirmed the listed version) or its refusal.
+ * The window thread; no lock held. */
+static void bm_give(struct bm_win *w, struct bm_obj *o)
+{
+	size_t x = (size_t)(o - w->o);
+
 	for (size_t j = 0; j < w->n; j++) {
 		const struct cachetier_batch_mem *it = &w->it[j];
 
@@ -218,33 +277,43 @@ static void *bm_head(void *arg)
 			continue;
 		if (!w->whole[j]) {
 			it->done(it->arg, w->ierr[j]);
-		} else if (v == 0) {
+		} else if (o->v == 0) {
 			if (it->progress)
 				it->progress(it->arg, it->off + it->len);
 			it->done(it->arg, 0);
 		} else {
-			it->done(it->arg, v);
+			it->done(it->arg, o->v);
 		}
 	}
-	return NULL;
 }
 
-/* Objects whose tally reached zero and are not decided yet: each decided
- * on a HEAD thread of its own (bm_head), so that none waits for another's
- * HEAD; without a thread, here. The window thread. */
-static void bm_decide(struct bm_win *w)
+/* Objects whose items all began get their HEAD, each on a HEAD thread of
+ * its own (bm_head), so that none waits for another's (without a thread,
+ * here); objects whose HEAD is back and whose items all settled are given.
+ * Returns the objects not given yet. The window thread. */
+static size_t bm_decide(struct bm_win *w)
 {
+	size_t left = 0;
+
 	for (size_t x = 0; x < w->nobj; x++) {
 		struct bm_obj *o = &w->o[x];
 
-		if (o->settled || atomic_load_explicit(&o->left, memory_order_acquire))
-			continue;
-		o->settled = 1;
-		o->w = w;
-		o->started = pthread_create(&o->th, NULL, bm_head, o) == 0;
-		if (!o->started)
-			bm_head(o);
+		if (!o->asked && !atomic_load_explicit(&o->open, memory_order_acquire)) {
+			o->asked = 1;
+			o->w = w;
+			o->started = pthread_create(&o->th, NULL, bm_head, o) == 0;
+			if (!o->started)
+				bm_head(o);
+		}
+		if (!o->given && o->asked &&
+		    atomic_load_explicit(&o->headed, memory_order_acquire) &&
+		    !atomic_load_explicit(&o->left, memory_order_acquire)) {
+			o->given = 1;
+			bm_give(w, o);
+		}
+		left += !o->given;
 	}
+	return left;
 }
 
 /* The window freed by the last of its thread and its caller (the caller
@@ -257,9 +326,10 @@ static void bm_unref(struct bm_win *w)
 	free(w);
 }
 
-/* The window: each object decided once its items settled; at the end (every
- * request ended, all started) the readers joined, the counts added, the
- * objects released, the window freed. */
+/* The window: each object's HEAD sent once its items began, its items
+ * given once they settled and the HEAD is back; at the end (every request
+ * ended, all started, every object given) the readers joined, the counts
+ * added, the objects released, the window freed. */
 static void *bm_window(void *arg)
 {
 	struct bm_win *w = arg;
@@ -275,8 +345,7 @@ static void *bm_window(void *arg)
 			; /* one look at all that came so far */
 		last = atomic_load_explicit(&w->launched, memory_order_acquire) &&
 		       atomic_load_explicit(&w->ended, memory_order_acquire) == w->nreq;
-		bm_decide(w);
-		if (last)
+		if (bm_decide(w) == 0 && last)
 			break;
 	}
 	for (size_t g = 0; g < w->nreq; g++) {
@@ -318,14 +387,14 @@ static struct bm_win *bm_new(const struct cachetier_batch_mem *it, size_t n, siz
 {
 	const size_t al = _Alignof(max_align_t);
 	struct bm_win *w;
-	size_t sz[10] = {sizeof(*w),	       n * sizeof(*w->it),   n * sizeof(*w->items),
-			 n * sizeof(*w->err),  n * sizeof(*w->next), n * sizeof(*w->whole),
-			 n * sizeof(*w->ierr), n * sizeof(*w->obj),  n * sizeof(*w->o),
-			 nreq * sizeof(*w->rd)};
-	size_t at[10], total = 0;
+	size_t sz[11] = {
+	    sizeof(*w),		  n * sizeof(*w->it),	 n * sizeof(*w->items), n * sizeof(*w->err),
+	    n * sizeof(*w->next), n * sizeof(*w->whole), n * sizeof(*w->ierr),	n * sizeof(*w->obj),
+	    n * sizeof(*w->o),	  nreq * sizeof(*w->rd), n * sizeof(*w->begun)};
+	size_t at[11], total = 0;
 	char *p;
 
-	for (int k = 0; k < 10; k++) {
+	for (int k = 0; k < 11; k++) {
 		at[k] = total;
 		total += (sz[k] + al - 1) / al * al;
 	}
@@ -342,6 +411,7 @@ static struct bm_win *bm_new(const struct cachetier_batch_mem *it, size_t n, siz
 	w->obj = (void *)(p + at[7]);
 	w->o = (void *)(p + at[8]);
 	w->rd = (void *)(p + at[9]);
+	w->begun = (void *)(p + at[10]);
 	w->n = n;
 	w->nreq = nreq;
 	memcpy(w->it, it, n * sizeof(*it));
@@ -353,8 +423,11 @@ static struct bm_win *bm_new(const struct cachetier_batch_mem *it, size_t n, siz
 			x++;
 		if (x == w->nobj) {
 			w->o[w->nobj].f = f;
+			atomic_init(&w->o[w->nobj].open, 0);
+			atomic_init(&w->o[w->nobj].headed, 0);
 			atomic_init(&w->o[w->nobj++].left, 0);
 		}
+		atomic_fetch_add_explicit(&w->o[x].open, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&w->o[x].left, 1, memory_order_relaxed);
 		w->obj[j] = x;
 		w->next[j] = it[j].off;

@@ -75,6 +75,15 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            window thread sent one HEAD round at a time and every other shard waited for the
            held one); released, the held shard's paths exact from the stage; 3 HEADs, no
            object GET, no miss, no fallback
+  stageopen 'stage''s mount, the window's one GetBatch answer paused at the stand-in in the
+           middle of its last item (moss_pause: its first half sent), of shard S: every item
+           of every shard has begun, so all 3 HEADs reach the stand-in while it is paused
+           (each object's HEAD goes once its items of the window began: the target opened
+           their version before their first byte came; before, S's waited for its last item
+           to arrive whole), the other shards' paths are read from the stage with exact bytes
+           while it lasts and no byte of S is served (its items are given only once all of
+           them arrived); released: S's paths exact from the stage; 3 HEADs in all (stand-in,
+           mount), 1 request, no stale object, no object GET, miss, fallback or failed span
   stagesplit a staged window split into several requests: 2 other shards (16 members of
            200-300 KB, prefix big/), the plan their 16 middle members (4 MB, one window),
            --connections 5 (at most 3 GetBatch requests at once): exactly fetch_batch.c's
@@ -918,6 +927,82 @@ def case_stagehead(env, ck, c):
         hold['go'].set()
 
 
+def case_stageopen(env, ck, c):
+    """'stage''s mount with the window's one answer paused in the middle of its last item
+    (moss_pause), of shard S = the plan's last path's: every item of the window has begun, so
+    the 3 shards' HEADs all go while it is paused, S's included; the other shards' paths are
+    read from the stage while it lasts, S's bytes are not (its last item has not arrived);
+    released, S's paths exact from the stage; exact counts."""
+    held = c.plan[-1][1]
+    pause = {'reached': threading.Event(), 'go': threading.Event()}
+    others = [x for x in c.plan if x[1] != held]
+    got = {}
+
+    def read_others():
+        for path, _, _, _, _ in others:
+            try:
+                got[path] = ml.read_all(os.path.join(m.mnt, path))
+            except OSError as e:
+                got[path] = e
+
+    c.world.ais.moss_pause = pause
+    try:
+        # --stall-timeout: the paused answer is never given up while the test looks (given up,
+        # its item fails and settles, and the HEAD goes whatever the rule)
+        with stage_mount(c, 'stageopen', extra=['--stall-timeout', '600']) as m:
+            st0, a0 = c.publish(ck, m, 'stageopen')
+            ck.ok(ml.poll(pause['reached'].is_set),
+                  'stageopen: the answer paused in the middle of its last item')
+            heads = ml.poll(lambda: c.ais().get('s3_head', 0) - a0.get('s3_head', 0) >= NSHARDS)
+            a1, sth = c.ais(), m.stats()
+            ck.ok(heads and not pause['go'].is_set(),
+                  'stageopen: every shard\'s HEAD reached the stand-in while it is paused')
+            ck.eq('stageopen: HEADs at the stand-in while it is paused',
+                  a1.get('s3_head', 0) - a0.get('s3_head', 0), NSHARDS)
+            ck.eq('stageopen: failed items, failed spans while it is paused',
+                  (sth['plan_batch_failed_items'] - st0['plan_batch_failed_items'],
+                   sth['plan_stage_failed'] - st0['plan_stage_failed']), (0, 0))
+            t = threading.Thread(target=read_others, daemon=True)
+            t.start()
+            done = ml.poll(lambda: not t.is_alive())
+            st1 = m.stats()
+            ck.ok(done and not pause['go'].is_set(),
+                  'stageopen: the other shards\' paths read while it is paused')
+            ck.eq('stageopen: the other shards\' paths with wrong bytes',
+                  sum(1 for x in others if got.get(x[0]) != x[4]), 0)
+            ck.eq('stageopen: bytes read from the stage while it is paused (the other shards\' '
+                  'paths and their header checks; none of S\'s)',
+                  st1['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+                  sum(x[3] + 512 for x in others))
+            pause['go'].set()
+            t.join(30)
+            bad = sum(1 for x in c.plan if x[1] == held and
+                      ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
+            ck.eq('stageopen: S\'s paths with wrong bytes', bad, 0)
+            st2 = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
+                          {'plan_batch_heads': st0['plan_batch_heads'] + NSHARDS})
+            a2 = c.ais()
+            ck.eq('stageopen: HEADs (stand-in, mount), requests, answers paused, stale objects',
+                  (a2.get('s3_head', 0) - a0.get('s3_head', 0),
+                   st2['plan_batch_heads'] - st0['plan_batch_heads'],
+                   st2['plan_batch_requests'] - st0['plan_batch_requests'],
+                   a2.get('moss_paused', 0) - a0.get('moss_paused', 0),
+                   st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects']),
+                  (NSHARDS, NSHARDS, 1, 1, 0))
+            ck.eq('stageopen: bytes read from the stage: every path and its header check',
+                  st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+                  sum(x[3] + 512 for x in c.plan))
+            ck.eq('stageopen: object GETs, misses, fallbacks, failed spans, read errors',
+                  (a2.get('redirects', 0) - a0.get('redirects', 0),
+                   st2['cache_misses'] - st0['cache_misses'],
+                   st2['plan_stage_fallbacks'] - st0['plan_stage_fallbacks'],
+                   st2['plan_stage_failed'] - st0['plan_stage_failed'],
+                   st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+    finally:
+        c.world.ais.moss_pause = None
+        pause['go'].set()
+
+
 def run(env, ck):
     c = Case(env)
     try:
@@ -936,6 +1021,7 @@ def run(env, ck):
         case_stagerun(env, ck, c)
         case_stagecut(env, ck, c)
         case_stagehead(env, ck, c)
+        case_stageopen(env, ck, c)
         case_stagesplit(env, ck, c)
         case_version(env, ck, c)
         ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)
