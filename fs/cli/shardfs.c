@@ -94,12 +94,19 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-		usage(stdout);
-		return 0;
-	}
-	if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
-		version();
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0 ||
+	    strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+		/* they take nothing after them: 'shardfs --version extra' is a
+		 * mistake said, not a version printed */
+		if (argc > 2) {
+			fprintf(stderr, "shardfs: %s takes no arguments (given %s)\n", cmd,
+				FS_Q(argv[2]));
+			return 2;
+		}
+		if (cmd[1] == 'V' || strcmp(cmd, "--version") == 0)
+			version();
+		else
+			usage(stdout);
 		return 0;
 	}
 	if (strcmp(cmd, "mount") == 0)
@@ -118,6 +125,10 @@ int main(int argc, char **argv)
 		return fs_pack_main(argc - 2, argv + 2);
 	if (strcmp(cmd, "index") == 0)
 		return fs_index_main(argc - 2, argv + 2);
-	fprintf(stderr, "shardfs: unknown command '%s' (see 'shardfs --help')\n", cmd);
+	if (!cmd[0])
+		fprintf(stderr, "shardfs: COMMAND is empty (see 'shardfs --help')\n");
+	else
+		fprintf(stderr, "shardfs: unknown command '%s' (see 'shardfs --help')\n",
+			FS_Q(cmd));
 	return 2;
 }

@@ -42,7 +42,7 @@ int fs_client_usage(int *argcp, char ***argvp, const char *synopsis, const char 
 	*argcp = argc;
 	*argvp = argv;
 	if (!dashes && argc >= 1 &&
-	    (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) && (more || argc == 1)) {
+	    (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) && argc == 1) {
 		printf("usage: shardfs %s\n\n%s", synopsis, about);
 		return 0;
 	}
@@ -50,7 +50,7 @@ int fs_client_usage(int *argcp, char ***argvp, const char *synopsis, const char 
 	    strcmp(argv[0], "--help") != 0) {
 		/* the command's name: the synopsis's first word */
 		fprintf(stderr, "shardfs %.*s: unknown option %s\nusage: shardfs %s\n",
-			(int)strcspn(synopsis, " "), synopsis, argv[0], synopsis);
+			(int)strcspn(synopsis, " "), synopsis, FS_Q(argv[0]), synopsis);
 		return 2;
 	}
 	if (argc < 1 || (!more && argc != 1) || (!dashes && argv[0][0] == '-')) {
@@ -68,18 +68,18 @@ int fs_client_usage(int *argcp, char ***argvp, const char *synopsis, const char 
 void fs_client_say_not_usable(const char *path, const struct fs_mnt *m, int err)
 {
 	if (err == ENOTCONN)
-		fs_say_dead_mount(path);
+		fs_say_dead_mount(FS_Q(path));
 	else if (m->state == FS_MNT_HUNG)
 		fs_mnt_say_hung(path, m);
 	else if ((err == EACCES || err == EPERM) && m->owner >= 0 && (uid_t)m->owner != geteuid())
 		fprintf(stderr,
 			"shardfs: %s: permission denied: only the user who mounted it "
 			"(uid %ld) can %s\n",
-			path, m->owner,
+			FS_Q(path), m->owner,
 			m->allow_other ? "send commands to it"
 				       : "use it (it was mounted without -o allow_other)");
 	else
-		fprintf(stderr, "shardfs: %s: %s\n", path, strerror(err));
+		fprintf(stderr, "shardfs: %s: %s\n", FS_Q(path), strerror(err));
 }
 
 int fs_client_say_cache_gone(const char *cmd, const char *mnt)
@@ -105,21 +105,27 @@ int fs_client_say_cache_gone(const char *cmd, const char *mnt)
 }
 
 /* The shardfs mount at path, as the kernel has it (fs_mountid.h): 0 when
- * it answers; else 1 after saying why not (no mount there, a path inside
- * one, a dead daemon, another user's). */
+ * it answers; else 1 after saying why not (an empty path, no mount there,
+ * a path inside one, a dead daemon, another user's). */
 int fs_client_mount(const char *path, struct fs_mnt *m)
 {
 	struct stat st;
-	int err = fs_mnt_identify(path, m);
+	int err;
 
+	if (!path[0]) {
+		/* "$MNT" of an unset variable: not "shardfs: : No such file" */
+		fprintf(stderr, "shardfs: MOUNTPOINT is an empty path\n");
+		return 1;
+	}
+	err = fs_mnt_identify(path, m);
 	if (err == 0 && m->state == FS_MNT_LIVE)
 		return 0;
 	if (err == 0)
 		fs_client_say_not_usable(path, m, m->err);
 	else if (err != -ENOENT)
-		fprintf(stderr, "shardfs: %s: %s\n", path, strerror(-err));
+		fprintf(stderr, "shardfs: %s: %s\n", FS_Q(path), strerror(-err));
 	else if (stat(path, &st) < 0)
-		fprintf(stderr, "shardfs: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "shardfs: %s: %s\n", FS_Q(path), strerror(errno));
 	else
 		fs_mnt_say_not_a_mount(path);
 	return 1;
@@ -214,6 +220,79 @@ int fs_client_ctl_escape(const char *in, char *out, size_t cap)
 	return 0;
 }
 
+/* The length of the UTF-8 sequence at p (1 to 4), or 0 when the bytes
+ * there are not one (a stray continuation, an overlong form, a surrogate,
+ * past U+10FFFF, cut short). */
+static int utf8_len(const unsigned char *p)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	int len;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		len = 2;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		len = 3;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (p[0] == 0xe0)
+		lo = 0xa0;
+	else if (p[0] == 0xed)
+		hi = 0x9f;
+	else if (p[0] == 0xf0)
+		lo = 0x90;
+	else if (p[0] == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (int i = 2; i < len; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+const char *fs_quote(const char *s, char *buf, size_t n)
+{
+	/* cut: the last end of a unit that leaves room for "...(N bytes)" */
+	size_t o = 0, cut = 0, total = strlen(s);
+	const unsigned char *p = (const unsigned char *)s;
+
+	if (!total) {
+		snprintf(buf, n, "''");
+		return buf;
+	}
+	while (*p) {
+		char unit[16];
+		int len = utf8_len(p), u;
+
+		if (*p == '\\')
+			u = snprintf(unit, sizeof(unit), "\\\\");
+		else if (*p == '\n' || *p == '\t' || *p == '\r')
+			u = snprintf(unit, sizeof(unit), "\\%c",
+				     *p == '\n'	  ? 'n'
+				     : *p == '\t' ? 't'
+						  : 'r');
+		else if (*p < 0x20 || *p == 0x7f || !len)
+			u = snprintf(unit, sizeof(unit), "\\x%02x", *p);
+		else
+			u = snprintf(unit, sizeof(unit), "%.*s", len, (const char *)p);
+		if (o + (size_t)u >= n) {
+			snprintf(buf + cut, n - cut, "...(%zu bytes)", total);
+			return buf;
+		}
+		memcpy(buf + o, unit, (size_t)u);
+		o += (size_t)u;
+		if (o + 32 < n)
+			cut = o;
+		p += len ? len : 1;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
 /* Send command lines to a running mount (FS_CTL_IOC on its control file).
  * Returns what the mount's fs_ctl_command returned, or a negative errno. */
 int fs_client_ctl_send(int fd, const char *cmd)
@@ -276,7 +355,7 @@ int fs_refresh_main(int argc, char **argv)
 	close(fd);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: refresh of %s failed: %s (see the mount's log)\n",
-			argv[0],
+			FS_Q(argv[0]),
 			err == -EIO ? "the source cannot be listed"
 			: err == -ELOOP
 			    ? "the source is now the mount point, inside it, or holds it (its "
@@ -286,13 +365,13 @@ int fs_refresh_main(int argc, char **argv)
 		return 1;
 	}
 	if (refresh_counts(m.dir, after) < 0) {
-		fprintf(stderr, "shardfs: lost the mount at %s\n", argv[0]);
+		fprintf(stderr, "shardfs: lost the mount at %s\n", FS_Q(argv[0]));
 		return 1;
 	}
 	printf("refreshed %s: %" PRIu64 " new, %" PRIu64 " removed, %" PRIu64 " changed; %" PRIu64
 	       " %s, %" PRIu64 " %s\n",
-	       argv[0], after[0] - before[0], after[1] - before[1], after[2] - before[2], after[3],
-	       fs_plural(after[3], "object", "objects"), after[4],
+	       FS_Q(argv[0]), after[0] - before[0], after[1] - before[1], after[2] - before[2],
+	       after[3], fs_plural(after[3], "object", "objects"), after[4],
 	       fs_plural(after[4], "shard", "shards"));
 	return 0;
 }
@@ -335,17 +414,17 @@ static int plan_say(const char *mnt, const char *name, uint64_t *missing)
 static void plan_say_refused(const char *mnt, const char *name, const char *abs, int err)
 {
 	if (!abs && err == -ENOENT)
-		fprintf(stderr, "shardfs plan: %s has no plan named '%s'\n", mnt, name);
+		fprintf(stderr, "shardfs plan: %s has no plan named '%s'\n", FS_Q(mnt), name);
 	else if (err == -EINVAL)
 		fprintf(stderr,
 			"shardfs plan: the mount refused the plan file %s: not a regular "
 			"file, or inside the mount (see the mount's log)\n",
-			abs);
+			FS_Q(abs));
 	else if (err == -ENOTTY)
-		fprintf(stderr, "shardfs: %s: %s\n", mnt, strerror(ENOTTY));
+		fprintf(stderr, "shardfs: %s: %s\n", FS_Q(mnt), strerror(ENOTTY));
 	else
 		fprintf(stderr, "shardfs plan: the mount cannot read the plan file %s: %s%s\n",
-			abs ? abs : "", strerror(-err),
+			FS_Q(abs ? abs : ""), strerror(-err),
 			err == -EACCES ? " (the mount opens it with the sender's rights: "
 					 "a file this user can read)"
 				       : "");
@@ -372,6 +451,10 @@ static int plan_args(int argc, char **argv, struct plan_args *a)
 		if (!dashes && strcmp(s, "--") == 0) {
 			dashes = 1; /* MOUNTPOINT and FILE only after it */
 		} else if (!dashes && (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0)) {
+			if (argc != 1) { /* alone, as every command's --help */
+				fprintf(stderr, "usage: shardfs %s\n", plan_synopsis);
+				return 2;
+			}
 			printf(
 			    "usage: shardfs %s\n\n"
 			    "Publish a reading plan to a running mount: FILE holds mount-relative\n"
@@ -408,8 +491,8 @@ static int plan_args(int argc, char **argv, struct plan_args *a)
 		} else if (!dashes && strncmp(s, "--name=", 7) == 0) {
 			a->name = s + 7;
 		} else if (!dashes && s[0] == '-' && s[1]) {
-			fprintf(stderr, "shardfs plan: unknown option %s\nusage: shardfs %s\n", s,
-				plan_synopsis);
+			fprintf(stderr, "shardfs plan: unknown option %s\nusage: shardfs %s\n",
+				FS_Q(s), plan_synopsis);
 			return 2;
 		} else if (!a->mnt) {
 			a->mnt = s;
@@ -428,7 +511,7 @@ static int plan_args(int argc, char **argv, struct plan_args *a)
 	    strspn(a->name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
 		strlen(a->name)) {
 		fprintf(stderr, "shardfs plan: bad name '%s': 1 to %d of A-Z a-z 0-9 . _ : -\n",
-			a->name, FS_PLAN_NAME_MAX);
+			FS_Q(a->name), FS_PLAN_NAME_MAX);
 		return 2;
 	}
 	return -1;
@@ -443,12 +526,16 @@ static int plan_line(const struct plan_args *a, char *line, size_t size, char **
 	int n;
 
 	*abs = NULL;
+	if (a->file && !a->file[0]) {
+		fprintf(stderr, "shardfs plan: FILE is an empty path\n");
+		return 1;
+	}
 	if (a->file) {
 		/* the daemon reads FILE: it needs the absolute path */
 		*abs = realpath(a->file, NULL);
 		if (!*abs) {
-			fprintf(stderr, "shardfs plan: cannot read the plan file %s: %s\n", a->file,
-				strerror(errno));
+			fprintf(stderr, "shardfs plan: cannot read the plan file %s: %s\n",
+				FS_Q(a->file), strerror(errno));
 			return 1;
 		}
 	}

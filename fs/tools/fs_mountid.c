@@ -22,6 +22,7 @@
 
 #include "fs_core_ctl.h"
 #include "fs_mountid.h"
+#include "fs_tools.h"
 
 /* path made absolute against dir (NULL: the working directory) and
  * normalized without touching the filesystem: "//", "/./" and trailing
@@ -240,9 +241,9 @@ void fs_mnt_say_not_a_mount(const char *path)
 		fprintf(stderr,
 			"shardfs: %s is not a shardfs mount: it lies inside the shardfs mount %s "
 			"(give that mount point)\n",
-			path, mp);
+			FS_Q(path), FS_Q(mp));
 	else
-		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", path);
+		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", FS_Q(path));
 }
 
 static int64_t mono_ms(void)
@@ -355,17 +356,17 @@ void fs_mnt_say_hung(const char *path, const struct fs_mnt *m)
 		fprintf(stderr,
 			"shardfs: %s: the mount does not answer within %d s, and no daemon of it "
 			"was found ('shardfs umount %s' unmounts it)\n",
-			path, FS_MNT_ANSWER_MS / 1000, path);
+			FS_Q(path), FS_MNT_ANSWER_MS / 1000, FS_Q(path));
 	else if (fs_mnt_pid_stopped(pid))
 		fprintf(stderr,
 			"shardfs: %s: its daemon (pid %ld) does not answer within %d s: it is "
 			"stopped ('kill -CONT %ld' continues it)\n",
-			path, pid, FS_MNT_ANSWER_MS / 1000, pid);
+			FS_Q(path), pid, FS_MNT_ANSWER_MS / 1000, pid);
 	else
 		fprintf(stderr,
 			"shardfs: %s: its daemon (pid %ld) does not answer within %d s: it may be "
 			"stuck (see its log; 'shardfs umount %s' unmounts it)\n",
-			path, pid, FS_MNT_ANSWER_MS / 1000, path);
+			FS_Q(path), pid, FS_MNT_ANSWER_MS / 1000, FS_Q(path));
 }
 
 int fs_mnt_identify(const char *path, struct fs_mnt *m)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,7 +103,51 @@ struct pf_run {
 	int overrun; /* another prefetch run began: the counters are no longer ours */
 };
 
-/* Send 'prefetch PATH' for each PATH (none: everything) on the control
+/* Check each PATH (argv[1..argc)) before anything is sent: not empty,
+ * in the mount (a path inside it, or one relative to its root), there and
+ * readable by this user; a typo then fails at once, with one line for each
+ * PATH that fails, and no prefetch run begun. PF_EXIT_OK or PF_EXIT_ERR. */
+static int pf_check_paths(const char *mnt, int argc, char **argv)
+{
+	char rel[PATH_MAX], full[PATH_MAX];
+	int rc = PF_EXIT_OK;
+
+	for (int i = 1; i < argc; i++) {
+		const char *r;
+		int outside = 0, n, err = 0;
+		struct stat st;
+
+		if (!argv[i][0]) {
+			/* "$DIR" of an unset variable: not the whole mount */
+			fprintf(stderr,
+				"shardfs: prefetch: an empty PATH names nothing in the mount "
+				"(give no PATH to prefetch everything)\n");
+			rc = PF_EXIT_ERR;
+			continue;
+		}
+		r = fs_client_mount_relative(mnt, argv[i], rel, sizeof(rel), &outside);
+		n = snprintf(full, sizeof(full), "%s%s%s", mnt, r[0] ? "/" : "", r);
+		if (n < 0 || (size_t)n >= sizeof(full))
+			err = ENAMETOOLONG;
+		else if (stat(full, &st) < 0 || access(full, R_OK) < 0)
+			err = errno;
+		if (!err)
+			continue;
+		rc = PF_EXIT_ERR;
+		if (err == ENOENT && outside)
+			fprintf(stderr,
+				"shardfs: prefetch %s: outside the mount %s, and no '%s' in it\n",
+				FS_Q(argv[i]), FS_Q(mnt), FS_Q(r));
+		else
+			fprintf(stderr, "shardfs: prefetch %s: %s\n", FS_Q(argv[i]),
+				err == ENOENT ? "no such file or directory in the mount"
+					      : strerror(err));
+	}
+	return rc;
+}
+
+/* Send 'prefetch PATH' for each PATH (none: everything; each checked
+ * already: pf_check_paths, but it may have gone since) on the control
  * file fd; the exit status so far, and in *sent how many were taken (taken[i]
  * set for each argv[i] taken: argc entries, the first for everything). */
 static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent, char *taken)
@@ -115,14 +160,6 @@ static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent, ch
 		int outside = 0, n, err;
 		const char *r;
 
-		if (argc > 1 && !argv[i][0]) {
-			/* "$DIR" of an unset variable: not the whole mount */
-			fprintf(stderr,
-				"shardfs: prefetch: an empty PATH names nothing in the mount "
-				"(give no PATH to prefetch everything)\n");
-			rc = PF_EXIT_ERR;
-			continue;
-		}
 		r = argc > 1 ? fs_client_mount_relative(mnt, argv[i], rel, sizeof(rel), &outside)
 			     : "";
 		err = fs_client_ctl_escape(r, esc, sizeof(esc));
@@ -134,9 +171,10 @@ static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent, ch
 		if (err == -ENOENT && outside)
 			fprintf(stderr,
 				"shardfs: prefetch %s: outside the mount %s, and no '%s' in it\n",
-				argv[i], mnt, r);
+				FS_Q(argv[i]), FS_Q(mnt), FS_Q(r));
 		else if (err < 0)
-			fprintf(stderr, "shardfs: prefetch %s: %s\n", argc > 1 ? argv[i] : "(all)",
+			fprintf(stderr, "shardfs: prefetch %s: %s\n",
+				argc > 1 ? FS_Q(argv[i]) : "(all)",
 				err == -ENOENT ? "no such file or directory in the mount"
 					       : strerror(-err));
 		if (err < 0) {
@@ -147,7 +185,7 @@ static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent, ch
 		taken[i] = 1;
 		if (err == 1)
 			printf("prefetch: %s is inside a shard: prefetching the whole shard\n",
-			       argv[i]);
+			       FS_Q(argv[i]));
 	}
 	return rc;
 }
@@ -255,7 +293,7 @@ static int pf_stopped(const struct pf_run *r)
 		"%sshardfs: prefetch: %s: stopped following (%s of %s cached); the mount "
 		"goes on with the prefetch ('shardfs stats %s' shows it)\n",
 		r->tty ? "\n" : "", pf_stop_sig == SIGINT ? "interrupted (SIGINT)" : "SIGTERM",
-		have, want, r->mnt);
+		have, want, FS_Q(r->mnt));
 	return PF_EXIT_INT;
 }
 
@@ -286,7 +324,7 @@ static int pf_follow(struct pf_run *r)
 			if (pf_stop_sig) /* the read was interrupted */
 				return pf_stopped(r);
 			fprintf(stderr, "%sshardfs: lost the mount at %s\n", r->tty ? "\n" : "",
-				r->mnt);
+				FS_Q(r->mnt));
 			return PF_EXIT_ERR;
 		}
 		if (s->run != r->run) {
@@ -330,7 +368,7 @@ static int pf_follow(struct pf_run *r)
 				fprintf(stderr,
 					"%sshardfs: prefetch: %s is being unmounted ('shardfs "
 					"umount'): stopped following the prefetch\n",
-					r->tty ? "\n" : "", r->mnt);
+					r->tty ? "\n" : "", FS_Q(r->mnt));
 				return PF_EXIT_ERR;
 			}
 			/* -EINTR without a stop asked: a stop and continue
@@ -379,10 +417,10 @@ static int pf_join(struct pf_run *r, int argc, char **argv, const char *taken)
 
 	printf("%sprefetch: another prefetch began on %s: waiting until the bytes this command "
 	       "asked for are cached (objects both asked for are fetched once)\n",
-	       r->tty ? "\n" : "", r->mnt);
+	       r->tty ? "\n" : "", FS_Q(r->mnt));
 	fflush(stdout);
 	for (int i = argc > 1 ? 1 : 0; i < argc; i++) {
-		const char *name = argc > 1 ? argv[i] : "(all)";
+		const char *name = argc > 1 ? FS_Q(argv[i]) : "(all)";
 		int c;
 
 		if (!taken[i])
@@ -394,14 +432,15 @@ static int pf_join(struct pf_run *r, int argc, char **argv, const char *taken)
 			fprintf(stderr,
 				"shardfs: prefetch: %s: stopped following; the mount goes on with "
 				"the prefetch ('shardfs stats %s' shows it)\n",
-				pf_stop_sig == SIGINT ? "interrupted (SIGINT)" : "SIGTERM", r->mnt);
+				pf_stop_sig == SIGINT ? "interrupted (SIGINT)" : "SIGTERM",
+				FS_Q(r->mnt));
 			return PF_EXIT_INT;
 		}
 		if (c == -ESHUTDOWN) {
 			fprintf(stderr,
 				"shardfs: prefetch: %s is being unmounted ('shardfs umount'): "
 				"stopped following the prefetch\n",
-				r->mnt);
+				FS_Q(r->mnt));
 			return PF_EXIT_ERR;
 		}
 		if (c == FS_CTL_CHECK_CACHED)
@@ -521,6 +560,12 @@ int fs_prefetch_main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	/* every PATH checked first: a typo starts nothing */
+	if (pf_check_paths(mnt, argc, argv) != PF_EXIT_OK) {
+		close(fd);
+		rc = PF_EXIT_ERR;
+		goto out;
+	}
 	/* what had been fetched: the rate of this run */
 	r.have_s0 = pf_stats_read(mnt, &r.s0) == 0;
 	/* a run of its own: the counters followed are of the objects this
@@ -529,7 +574,7 @@ int fs_prefetch_main(int argc, char **argv)
 		fprintf(stderr,
 			"shardfs: prefetch: %s: the mount does not take 'prefetch-start' "
 			"(an older shardfs?)\n",
-			mnt);
+			FS_Q(mnt));
 		close(fd);
 		rc = PF_EXIT_ERR;
 		goto out;
@@ -541,7 +586,7 @@ int fs_prefetch_main(int argc, char **argv)
 	if (!sent || pf_stats_read(mnt, &r.s) < 0) {
 		/* none sent: the mount's progress would be of other prefetches */
 		if (sent)
-			fprintf(stderr, "shardfs: lost the mount at %s\n", mnt);
+			fprintf(stderr, "shardfs: lost the mount at %s\n", FS_Q(mnt));
 		rc = sent ? PF_EXIT_ERR : rc;
 		goto out;
 	}

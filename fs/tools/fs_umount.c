@@ -335,6 +335,10 @@ static int umount_args(int argc, char **argv, const char **path, int *force, int
 			continue;
 		}
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			if (argc != 1) { /* alone, as every command's --help */
+				fprintf(stderr, "usage: shardfs %s\n", umount_synopsis);
+				return 2;
+			}
 			printf(
 			    "usage: shardfs %s\n\n"
 			    "Unmount a shardfs mount and wait (up to 60 s) for its daemon to "
@@ -371,7 +375,7 @@ static int umount_args(int argc, char **argv, const char **path, int *force, int
 			*stale = 1;
 		} else if (argv[i][0] == '-' && argv[i][1] && !*path) {
 			fprintf(stderr, "shardfs umount: unknown option %s\nusage: shardfs %s\n",
-				argv[i], umount_synopsis);
+				FS_Q(argv[i]), umount_synopsis);
 			return 2;
 		} else if (!*path) {
 			*path = argv[i];
@@ -392,17 +396,22 @@ static int umount_args(int argc, char **argv, const char **path, int *force, int
  * the exit status (0: --stale and no mount there). */
 static int umount_target(const char *path, int stale, struct fs_mnt *m)
 {
-	int r = fs_mnt_identify(path, m);
+	int r;
 
+	if (!path[0]) {
+		fprintf(stderr, "shardfs: MOUNTPOINT is an empty path\n");
+		return 1;
+	}
+	r = fs_mnt_identify(path, m);
 	if (r == -ENOENT && stale)
 		return 0; /* nothing to clean */
 	if (r < 0) {
 		struct stat st;
 
 		if (r != -ENOENT)
-			fprintf(stderr, "shardfs: %s: %s\n", path, strerror(-r));
+			fprintf(stderr, "shardfs: %s: %s\n", FS_Q(path), strerror(-r));
 		else if (stat(path, &st) < 0)
-			fprintf(stderr, "shardfs: %s: %s\n", path, strerror(errno));
+			fprintf(stderr, "shardfs: %s: %s\n", FS_Q(path), strerror(errno));
 		else
 			fs_mnt_say_not_a_mount(path);
 		return 1;
@@ -411,14 +420,14 @@ static int umount_target(const char *path, int stale, struct fs_mnt *m)
 		fprintf(stderr,
 			"shardfs: %s was mounted by uid %ld: only that user (or root) can "
 			"unmount it\n",
-			path, m->owner);
+			FS_Q(path), m->owner);
 		return 1;
 	}
 	if (stale && m->state != FS_MNT_DEAD) {
 		fprintf(stderr,
 			"shardfs: %s is a shardfs mount whose daemon %s: not unmounted "
 			"(--stale cleans only a dead one)\n",
-			path, m->state == FS_MNT_LIVE ? "runs" : "may run");
+			FS_Q(path), m->state == FS_MNT_LIVE ? "runs" : "may run");
 		return 1;
 	}
 	return -1;
@@ -440,29 +449,29 @@ static int umount_failed(const char *path, const struct fs_mnt *m, long pid, int
 		fprintf(stderr,
 			"shardfs: %s is busy: stopped its daemon %ld (--force; reads in "
 			"flight fail, the mount is detached)\n",
-			path, pid);
+			FS_Q(path), pid);
 		return 0;
 	}
 	if (busy && force && m->state == FS_MNT_DEAD) {
 		if (run_fusermount(m->dir, 1, err, errcap) == 0)
 			return 0;
 		fputs(err, stderr);
-		fprintf(stderr, "shardfs: unmounting %s failed\n", path);
+		fprintf(stderr, "shardfs: unmounting %s failed\n", FS_Q(path));
 		return 1;
 	}
 	if (busy && !force) {
 		struct holders h;
 
-		fprintf(stderr, "shardfs: %s is busy, not unmounted; held by:\n", path);
+		fprintf(stderr, "shardfs: %s is busy, not unmounted; held by:\n", FS_Q(path));
 		scan_holders(m->dir, m->dev, 1, &h);
 		fprintf(stderr,
 			"shardfs: end those, or 'shardfs umount --force %s' stops the "
 			"daemon (their reads and open files then fail)\n",
-			path);
+			FS_Q(path));
 		return 1;
 	}
 	fputs(err, stderr);
-	fprintf(stderr, "shardfs: unmounting %s failed%s\n", path,
+	fprintf(stderr, "shardfs: unmounting %s failed%s\n", FS_Q(path),
 		busy ? ": its daemon was not found (not stopped)" : "");
 	return 1;
 }
@@ -497,7 +506,7 @@ int fs_umount_main(int argc, char **argv)
 		fprintf(stderr,
 			"shardfs: unmounted %s, but its daemon %ld is stopped: it finishes once "
 			"continued ('kill -CONT %ld')\n",
-			path, pid, pid);
+			FS_Q(path), pid, pid);
 		return 1;
 	}
 	if (pid_running(pid)) {
