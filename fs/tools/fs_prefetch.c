@@ -221,25 +221,58 @@ static void pf_say_plan(const struct pf_stats *s)
 	fflush(stdout);
 }
 
+/* Below this many seconds a rate says more about when the counters were
+ * read than about the link: 'in under 0.1 s' is said instead. */
+#define PF_RATE_MIN_S 0.1
+
+/* The rate of got bytes fetched in secs seconds into out: MB/s, kB/s
+ * below 0.1 MB/s, B/s below 0.1 kB/s, so that no rate of bytes fetched
+ * reads 0.0; "N fetched in under 0.1 s" when secs is shorter than
+ * PF_RATE_MIN_S (a fast fill: a rate over a time that rounds to 0 would be
+ * anything). Returns the rate (0: none said). */
+static double pf_rate(uint64_t got, double secs, char *out, size_t n)
+{
+	double rate;
+
+	if (secs < PF_RATE_MIN_S) {
+		char b[32];
+
+		fs_human_bytes(got, b, sizeof(b));
+		snprintf(out, n, "%s fetched in under %.1f s", b, PF_RATE_MIN_S);
+		return 0;
+	}
+	rate = (double)got / secs;
+	if (rate >= 1e5)
+		snprintf(out, n, "%.1f MB/s", rate / 1e6);
+	else if (rate >= 100)
+		snprintf(out, n, "%.1f kB/s", rate / 1e3);
+	else
+		snprintf(out, n, "%.0f B/s", rate);
+	return rate;
+}
+
 /* One progress report of the loop in pf_follow: a bar on a terminal (at
- * most 4 a second), else a line every 5 s; always at the end. rate: bytes
- * a second this run fetched. Returns whether it printed. */
-static int pf_report(const struct pf_run *r, double rate, double since_print)
+ * most 4 a second), else a line every 5 s; always at the end. secs: since
+ * the run began to be followed. Returns whether it printed. */
+static int pf_report(const struct pf_run *r, double secs, double since_print)
 {
 	const struct pf_stats *s = &r->s;
-	char have_str[32], want_str[32], rate_s[48];
+	char have_str[32], want_str[32], rate_s[64];
+	double rate = 0;
 
 	if (since_print < (r->tty ? 0.25 : 5) && !r->ended)
 		return 0;
 	/* the rate of what this run fetched from the store, not of what was
 	 * cached already */
-	if (r->have_s0 && s->fetched <= r->s0.fetched)
+	if (!r->have_s0)
+		rate_s[0] = '\0'; /* what this run fetched is not known */
+	else if (s->fetched <= r->s0.fetched)
 		snprintf(rate_s, sizeof(rate_s), "%s",
 			 s->have >= s->want ? (s->local ? "" : "already cached")
 			 : r->ended	    ? ""
 					    : "waiting for the store");
 	else
-		snprintf(rate_s, sizeof(rate_s), "%.1f MB/s", rate / 1e6);
+		rate = pf_rate(s->fetched - r->s0.fetched, secs, rate_s, sizeof(rate_s));
 	fs_human_bytes(s->have, have_str, sizeof(have_str));
 	fs_human_bytes(s->want, want_str, sizeof(want_str));
 	if (r->tty) {
@@ -315,7 +348,7 @@ static int pf_follow(struct pf_run *r)
 
 	for (int first = 1;; first = 0) {
 		struct pf_stats *s = &r->s;
-		double t = fs_client_now(), rate = 0;
+		double t = fs_client_now();
 
 		if (pf_stop_sig)
 			return pf_stopped(r);
@@ -336,9 +369,7 @@ static int pf_follow(struct pf_run *r)
 			last_have = s->have;
 			last_progress = t;
 		}
-		if (r->have_s0 && s->fetched > r->s0.fetched && t - t0 >= 0.01)
-			rate = (double)(s->fetched - r->s0.fetched) / (t - t0);
-		if (pf_report(r, rate, t - last_print))
+		if (pf_report(r, t - t0, t - last_print))
 			last_print = t;
 		if (r->ended)
 			return PF_EXIT_OK;

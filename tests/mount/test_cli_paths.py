@@ -16,6 +16,9 @@ GROUP:
             same rule rewritten here), an empty one named ("MOUNTPOINT is an empty path");
             nothing fetched, no prefetch run begun. SHARDFS_TEST_SEED replays another class.
             Before: "shardfs: : No such file or directory", raw newlines in messages.
+  rate      'shardfs prefetch' of small shards over nginx, one command a shard: no rate it
+            prints is 0.0 (a rate over a time that rounds to 0): a fast fill says "N fetched
+            in under 0.1 s", a slower one a rate that is not 0.
   precheck  'shardfs prefetch MNT GOOD TYPO' (and an empty PATH, a PATH outside the mount)
             fails at once: exit 1, one stderr line a bad PATH, nothing on stdout, no prefetch
             run begun (prefetch_run), nothing fetched. Before: GOOD was prefetched.
@@ -23,6 +26,7 @@ Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
 import os
 import random
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
@@ -215,6 +219,35 @@ def group_paths(env, ck):
         ng.stop()
 
 
+RATE = re.compile(r'^prefetch: \S+ \S+ of \S+ \S+ cached(, (.*))?$')
+
+
+def group_rate(env, ck):
+    n = 12
+    src, ng = nginx_source(env, n, 3000)
+    try:
+        with remote_mount(env, ng) as m:
+            for i in range(n):
+                r = env.run([env.shardfs, 'prefetch', m.mnt, 's%d.tar' % i])
+                out = r.stdout.decode(errors='replace')
+                log('prefetch s%d.tar: rc=%r %r' % (i, r.returncode, out))
+                ck.eq('s%d.tar: exit' % i, r.returncode, 0)
+                rates = []
+                for line in out.splitlines():
+                    g = RATE.match(line)
+                    if g and g.group(2):
+                        rates.append(g.group(2))
+                ck.ok(rates, 's%d.tar: a progress line with a rate: %r' % (i, out))
+                for rate in rates:
+                    ok = (re.fullmatch(r'\S+ \S+ fetched in under 0\.1 s', rate) or
+                          re.fullmatch(r'\d+\.\d (MB|kB)/s|\d+ B/s', rate) or
+                          rate in ('waiting for the store', 'already cached'))
+                    ck.ok(ok and not re.match(r'0(\.0)? ', rate),
+                          's%d.tar: an honest rate: %r' % (i, rate))
+    finally:
+        ng.stop()
+
+
 def group_precheck(env, ck):
     src, ng = nginx_source(env, 3, 70000)
     other = env.path('other')
@@ -260,7 +293,7 @@ def group_precheck(env, ck):
 
 
 GROUPS = {'noargs': (group_noargs, 120), 'paths': (group_paths, 280),
-          'precheck': (group_precheck, 120)}
+          'rate': (group_rate, 200), 'precheck': (group_precheck, 120)}
 
 
 if __name__ == '__main__':
