@@ -1083,6 +1083,78 @@ static uint64_t streams_fills(struct fs *fs)
 	return 0;
 }
 
+/* ctl sent to fs: fs_ctl_command's answer. */
+static int ctl(struct fs *fs, const char *line)
+{
+	return fs_ctl_command(fs, line, strlen(line), 1, NULL);
+}
+
+/* 'prefetch-check MS [PATH]' (fs_ctl.c), exact answers on fault://
+ * (a remote store: nothing is cached until fetched): a shard never
+ * prefetched is FS_CTL_CHECK_MISSING; once a prefetch of it ended,
+ * FS_CTL_CHECK_CACHED, also for a member of it (a member names its whole
+ * shard, looked up or not); a directory with one of its shards not
+ * cached, MISSING; a path not in the mount, or below a file, -ENOENT; a bad MS -EINVAL. A check
+ * begins no run, asks for no fill and, unless refused, counts one prefetch wait. */
+static void test_prefetch_check(void)
+{
+	struct cachetier_stats st0, st1;
+	uint64_t waits0, before;
+	struct fs *fs;
+	char line[64];
+	int r = -1, run0;
+
+	streams_open(&fs, "pfcheck");
+	run0 = fs_ctl_run(fs, &before);
+	waits0 = fs->c.prefetch_waits;
+	cachetier_get_stats(fs->ct, &st0);
+	CHECK(ctl(fs, "prefetch-check 0 d/s-0.tar\n") == FS_CTL_CHECK_MISSING,
+	      "pfcheck: never prefetched: MISSING");
+	CHECK(ctl(fs, "prefetch-check 0 d\n") == FS_CTL_CHECK_MISSING,
+	      "pfcheck: a directory never prefetched: MISSING");
+	CHECK(ctl(fs, "prefetch-check 0\n") == FS_CTL_CHECK_MISSING,
+	      "pfcheck: everything: MISSING");
+	CHECK(ctl(fs, "prefetch-check 0 nope\n") == -ENOENT, "pfcheck: not in the mount: ENOENT");
+	CHECK(ctl(fs, "prefetch-check 0 d/nope.tar\n") == -ENOENT, "pfcheck: not in d: ENOENT");
+	snprintf(line, sizeof(line), "prefetch-check %d d/s-0.tar\n", FS_CTL_WAIT_MAX_MS + 1);
+	CHECK(ctl(fs, line) == -EINVAL, "pfcheck: MS above FS_CTL_WAIT_MAX_MS: EINVAL");
+	CHECK(ctl(fs, "prefetch-check x d/s-0.tar\n") == -EINVAL, "pfcheck: MS not a number");
+	cachetier_get_stats(fs->ct, &st1);
+	CHECK(fs_ctl_run(fs, &before) == run0, "pfcheck: no run begun by the checks");
+	CHECK(st1.fills == st0.fills, "pfcheck: no fill asked by the checks: %llu -> %llu",
+	      (unsigned long long)st0.fills, (unsigned long long)st1.fills);
+	/* a check refused (ENOENT, EINVAL) does not wait */
+	CHECK(fs->c.prefetch_waits - waits0 == 3, "pfcheck: 3 checks waited, counted %llu",
+	      (unsigned long long)(fs->c.prefetch_waits - waits0));
+	CHECK(ctl(fs, "prefetch-start\n") == 0 && ctl(fs, "prefetch d/s-0.tar\n") == 0,
+	      "pfcheck: prefetch d/s-0.tar");
+	/* the wait: FS_CTL_WAIT_MAX_MS a check, 60 s in all */
+	for (int i = 0; i < 60 * 1000 / FS_CTL_WAIT_MAX_MS; i++) {
+		snprintf(line, sizeof(line), "prefetch-check %d d/s-0.tar\n", FS_CTL_WAIT_MAX_MS);
+		r = ctl(fs, line);
+		if (r != FS_CTL_CHECK_RUNNING)
+			break;
+	}
+	CHECK(r == FS_CTL_CHECK_CACHED, "pfcheck: prefetched: CACHED, got %d", r);
+	CHECK(ctl(fs, "prefetch-check 0 d/s-0.tar\n") == FS_CTL_CHECK_CACHED,
+	      "pfcheck: again at once: CACHED");
+	CHECK(ctl(fs, "prefetch-check 0 d/s-0\n") == FS_CTL_CHECK_CACHED,
+	      "pfcheck: its member directory: CACHED");
+	r = ctl(fs, "prefetch-check 0 d/s-0/m3\n");
+	CHECK(r == FS_CTL_CHECK_CACHED, "pfcheck: a member of it: CACHED, got %d", r);
+	CHECK(ctl(fs, "prefetch-check 0 d/s-1.tar\n") == FS_CTL_CHECK_MISSING,
+	      "pfcheck: another shard: MISSING");
+	CHECK(ctl(fs, "prefetch-check 0 d\n") == FS_CTL_CHECK_MISSING,
+	      "pfcheck: d, one shard of 8 cached: MISSING");
+	/* below a shard's directory the mount looks up no member: the whole
+	 * shard ('shardfs prefetch' checks its PATHs itself, fs_prefetch.c) */
+	r = ctl(fs, "prefetch-check 0 d/s-0/nope\n");
+	CHECK(r == FS_CTL_CHECK_CACHED, "pfcheck: below s-0/: the shard, CACHED, got %d", r);
+	r = ctl(fs, "prefetch-check 0 d/s-0.tar/x\n");
+	CHECK(r == -ENOENT, "pfcheck: below a file: ENOENT, got %d", r);
+	fs_close_core(fs);
+}
+
 /* Two readers each reading a different shard in order on one mount, one
  * read each in turn: reader 100 shards 0, 1, 2 and reader 200 shards 4, 5,
  * 6, each shard's 8 members in order. Each has its own shard cursor
@@ -2438,6 +2510,7 @@ int main(void)
 	streams_source();
 	test_streams_two_readers();
 	test_streams_plan();
+	test_prefetch_check();
 	test_index_cut();
 	test_if_unreadable();
 	test_sidecar_held();
