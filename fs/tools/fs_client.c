@@ -97,7 +97,7 @@ int fs_client_say_cache_gone(const char *cmd, const char *mnt)
 			"shardfs: %s: the cache directory %s was removed under the mount %s: "
 			"what is not cached fails with EIO (the mount's log went with it): "
 			"unmount and mount again\n",
-			cmd, dir, mnt);
+			cmd, FS_Q(dir), FS_Q(mnt));
 		said = 1;
 	}
 	fs_stats_doc_free(&stats);

@@ -216,7 +216,7 @@ static void scan_holders(const char *dir, dev_t dev, int say, struct holders *h)
 			continue;
 		}
 		holder_name(pid, name, sizeof(name));
-		fprintf(stderr, "  pid %ld (%s): %s%s\n", pid, name, why,
+		fprintf(stderr, "  pid %ld (%s): %s%s\n", pid, FS_Q(name), why,
 			ctl && strcmp(name, "shardfs prefetch") == 0
 			    ? ": it follows a prefetch (Ctrl-C ends it; the mount's prefetch "
 			      "goes on)"
