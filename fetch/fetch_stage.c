@@ -26,9 +26,12 @@
  * fallbacks.
  * Freed: once reads got every byte of each of its planned paths, or its
  * plan went (cleared, or replaced at an epoch's end: fetch__stage_plans),
- * and its read ended (one that ends on the I/O thread with every path read goes
- * on a list the next stage call of another thread frees: freeing drops
- * an object reference, which takes the store's lock); under pressure (a
+ * and its read ended (one that goes on a read's thread or on the I/O
+ * thread is unlinked there, its buffer back in the region, and goes on a
+ * list the planner's next pass frees, fetch__stage_bury: freeing drops an
+ * object reference, a take of the store's lock, which no read, reply's
+ * release or I/O callback makes; only the planner's thread makes pieces,
+ * so the pieces on that list are at most those its last pass left); under pressure (a
  * new piece does not fit), those whose paths were all read, then those
  * whose last planned path lies behind their plan's position, oldest
  * first, once no piece wholly read waits only for a reply's hold or its
@@ -124,8 +127,19 @@ void fetch__stage_unlink(struct fetch_stage *st, struct stage_piece *p)
 	}
 }
 
-/* Free the pieces stage_done unlinked (a thread other than the I/O
- * thread: freeing drops an object reference). */
+/* p (unlinked: no read finds it, its buffer back in the region) onto the
+ * list the planner's next pass frees (fetch__stage_reap, from
+ * fetch__stage_plans). st->lock held. */
+void fetch__stage_bury(struct fetch_stage *st, struct stage_piece *p)
+{
+	p->next = st->dead;
+	st->dead = p;
+	atomic_fetch_add_explicit(&st->ndead, 1, memory_order_relaxed);
+}
+
+/* Free the pieces unlinked on reads' threads and the I/O thread
+ * (fetch__stage_bury): the planner's thread (fetch__stage_plans) and
+ * fetch__stage_free; freeing drops an object reference. */
 void fetch__stage_reap(struct fetch_stage *st)
 {
 	struct stage_piece *p;
@@ -225,9 +239,7 @@ static void stage_done(void *arg, int err)
 		if (p->left > 0)
 			st->c.dropped++;
 		fetch__stage_unlink(st, p);
-		p->next = st->dead;
-		st->dead = p;
-		atomic_fetch_add_explicit(&st->ndead, 1, memory_order_relaxed);
+		fetch__stage_bury(st, p);
 	} else {
 		/* failed, no read holds it: its buffer goes back to the pool
 		 * now (no system call) */

@@ -86,7 +86,7 @@ struct fetch_stage {
 	struct disk_mutex lock;
 	pthread_cond_t cond;		       /* a piece's read ended, or a piece went */
 	struct stage_piece *head[STAGE_LISTS]; /* by object and MiB (stage_list) */
-	struct stage_piece *dead;	       /* unlinked on the I/O thread: freed by stage_reap */
+	struct stage_piece *dead;	       /* gone, unlinked: freed by fetch__stage_reap */
 	atomic_int ndead;
 	uint64_t max, bytes;	/* bytes: the pieces' buffers' sizes */
 	uint64_t span_max, seq; /* the longest span staged; pieces staged */
@@ -107,10 +107,13 @@ static inline struct stage_piece **fetch__stage_list(struct fetch_stage *st,
 /* fetch_stage.c, st->lock held but fetch__stage_piece_free and
  * fetch__stage_reap (unlocked): a piece unlinked freed (its object
  * reference dropped); a piece unlinked, its buffer back in the region;
- * the pieces the I/O thread unlinked freed; p's waiters whose bytes are
+ * a piece unlinked onto the list the planner's pass frees (reads' threads
+ * and the I/O thread: no take of the store's lock); that list freed (the
+ * planner's thread, fetch__stage_free); p's waiters whose bytes are
  * below end woken; a failed piece no read holds, its buffer back. */
 void fetch__stage_piece_free(struct stage_piece *p);
 void fetch__stage_unlink(struct fetch_stage *st, struct stage_piece *p);
+void fetch__stage_bury(struct fetch_stage *st, struct stage_piece *p);
 void fetch__stage_reap(struct fetch_stage *st);
 void fetch__stage_wake(struct stage_piece *p, uint64_t end);
 void fetch__stage_drop_buf(struct fetch_stage *st, struct stage_piece *p);

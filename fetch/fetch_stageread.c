@@ -35,7 +35,11 @@
  * A read counts its bytes in the planned paths it overlaps (a path is read
  * once the union of the reads' bytes in it is all of it: sub_add,
  * piece_note_read), and the piece goes once every path was read and no
- * read holds it (stage_end, fetch_stage_release).
+ * read holds it (stage_end, fetch_stage_release): unlinked and its buffer
+ * back at once, freed (its object reference dropped) by the planner's next
+ * pass (fetch__stage_bury). So a read, a hold and a release take no lock
+ * of the store's (ct->lock) but one: bytes only a span in flight carries
+ * are looked for in the cache (stage_find).
  * The stage's lock (rank 89, a leaf): held for a lookup and a few
  * updates, never across a call into the store, never while copying.
  */
@@ -310,12 +314,11 @@ static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t of
 	gone = (gone || !p->plan) && p->readers == 0 && p->state != STAGE_INFLIGHT;
 	if (gone) {
 		fetch__stage_unlink(st, p);
+		fetch__stage_bury(st, p);	   /* freed by the planner's pass */
 		pthread_cond_broadcast(&st->cond); /* room (stage_make_room) */
 	} else
 		fetch__stage_drop_buf(st, p);
 	disk_mutex_unlock(&st->lock);
-	if (gone)
-		fetch__stage_piece_free(p);
 }
 
 int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t len, uint64_t off)
@@ -326,7 +329,6 @@ int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t
 
 	if (!st || !len)
 		return 0;
-	fetch__stage_reap(st);
 	stage_read_lock(st);
 	p = stage_find(st, o, off, len, &ok);
 	if (!p) {
@@ -353,7 +355,6 @@ int fetch_stage_hold(struct fetch *s, struct cachetier_obj *o, size_t len, uint6
 	*ref = NULL;
 	if (!st || !len)
 		return 0;
-	fetch__stage_reap(st);
 	stage_read_lock(st);
 	p = stage_find(st, o, off, len, &ok);
 	if (!p) {
@@ -382,10 +383,9 @@ void fetch_stage_release(void *ref)
 	gone = (p->left == 0 || !p->plan) && p->readers == 0 && p->state != STAGE_INFLIGHT;
 	if (gone) {
 		fetch__stage_unlink(st, p);
+		fetch__stage_bury(st, p);	   /* freed by the planner's pass */
 		pthread_cond_broadcast(&st->cond); /* room (stage_make_room) */
 	} else
 		fetch__stage_drop_buf(st, p);
 	disk_mutex_unlock(&st->lock);
-	if (gone)
-		fetch__stage_piece_free(p);
 }

@@ -21,8 +21,14 @@
  * once it went, the stage's memory (now) exactly the live pieces' buffers
  * (fetch__stagebuf_size of each),
  * the reads and bytes answered exact; at each round's end nothing left.
+ * No read, hold or release takes the tier's lock (cachetier_lock_takes on
+ * this thread: 0), the piece that goes at one of them included: its object
+ * reference is dropped by the planner's next pass (fetch__stage_plans),
+ * which the test makes at each round's end and which frees every piece
+ * gone (stage_dead: 0 after it).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +39,7 @@
 #include "check.h"
 #include "fetch.h"
 #include "fetch_i.h"
+#include "fetch_stage_i.h"
 #include "test_util.h"
 #include "test_stage.h"
 
@@ -128,6 +135,18 @@ static void model_settle(struct mpiece *m)
  * no take is made around the cache's look */
 static uint64_t reads_want, bytes_want, locks_want;
 
+/* the tier's lock taken by reads, holds and releases (this thread's
+ * cachetier_lock_takes across each call) since the last check: want 0 */
+static uint64_t tier_takes;
+
+/* pieces gone and not freed yet (the stage's dead list) */
+static unsigned stage_dead(struct fetch *s)
+{
+	struct fetch_stage *st = atomic_load(&s->stage);
+
+	return st ? (unsigned)atomic_load(&st->ndead) : 0;
+}
+
 static void check_stage(struct fetch *s, int round, size_t k, const char *what)
 {
 	struct fetch_stage_stats st;
@@ -142,6 +161,19 @@ static void check_stage(struct fetch *s, int round, size_t k, const char *what)
 	CHECK(st.read_locks == locks_want,
 	      "round %d op %zu (%s): the stage's lock taken %llu times, want %llu", round, k, what,
 	      (unsigned long long)st.read_locks, (unsigned long long)locks_want);
+	CHECK(tier_takes == 0,
+	      "round %d op %zu (%s): reads took the tier's lock %llu times, want 0", round, k, what,
+	      (unsigned long long)tier_takes);
+	tier_takes = 0;
+}
+
+/* fetch_stage_release, its takes of the tier's lock counted */
+static void release_counted(void *ref)
+{
+	uint64_t t0 = cachetier_lock_takes();
+
+	fetch_stage_release(ref);
+	tier_takes += cachetier_lock_takes() - t0;
 }
 
 static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
@@ -227,6 +259,7 @@ static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
 			model_settle(m);
 		} else {
 			size_t len = (size_t)(op->b - op->a);
+			uint64_t t0 = cachetier_lock_takes();
 
 			if (hold) {
 				got = fetch_stage_hold(s, o, len, op->a, &ptr, &ref);
@@ -243,6 +276,7 @@ static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
 				      round, k, (unsigned long long)op->a,
 				      (unsigned long long)op->b, op->piece, got, want);
 			}
+			tier_takes += cachetier_lock_takes() - t0;
 			locks_want += 1 + (!hold && got);
 			if (got) {
 				reads_want++;
@@ -256,7 +290,7 @@ static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
 		}
 		/* the hold of the operation before ends after this one */
 		if (held_ref) {
-			fetch_stage_release(held_ref);
+			release_counted(held_ref);
 			locks_want++;
 			mp[held_piece].holds--;
 			model_settle(&mp[held_piece]);
@@ -266,12 +300,20 @@ static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
 		check_stage(s, round, k, op->kind == OP_DONE ? "done" : "read");
 	}
 	if (held_ref) {
-		fetch_stage_release(held_ref);
+		release_counted(held_ref);
 		locks_want++;
 		mp[held_piece].holds--;
 		model_settle(&mp[held_piece]);
 	}
 	check_stage(s, round, nops, "end");
+	/* the planner's pass frees the pieces gone (their object references) */
+	{
+		void *const plans[1] = {(void *)&plan_id};
+
+		fetch__stage_plans(s, plans, 1);
+		CHECK(stage_dead(s) == 0, "round %d: %u pieces gone and not freed after a pass",
+		      round, stage_dead(s));
+	}
 	for (int i = 0; i < nmp; i++) {
 		CHECK(mp[i].gone, "round %d: piece %d read in full and gone", round, i);
 		for (unsigned j = 0; j < mp[i].nsub; j++)
