@@ -8,11 +8,14 @@
 #ifndef CACHETIER_DIRECT_H
 #define CACHETIER_DIRECT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 struct ct_file;
-struct iovec;
+struct ct_slot;
+struct fill_buf;
 
 /* What a direct write's buffers, offsets and lengths are aligned to: a
  * page, a multiple of every logical block size a data file system here
@@ -21,6 +24,33 @@ struct iovec;
  * at such an address (cachetier__buf_get). */
 #define CT_DIO_ALIGN 4096u
 
+/* The direct writers: threads that each wait for one direct pwritev at a
+ * time, and the writes submitted and not yet reaped (in flight: queued or
+ * under way), at most. Two threads: the fill writer's CPU work (CRC32C,
+ * landing, the next batch) goes on while the disk writes, and the disk
+ * of the bench VM wrote no faster with more 512 KiB writes at once
+ * (cachetier/README.md, "Direct fills"). */
+#define CT_DIO_THREADS 2
+#define CT_DIO_JOBS    8
+#define CT_DIO_IOV     4 /* a job's buffers at most (CT_WRITEV_MAX) */
+
+/* One direct write in flight: n buffers from off (the caller's: slot and
+ * bufs, the sink buffers it gives back once the job is reaped). */
+struct ct_dio_job {
+	struct ct_file *f;
+	int dfd; /* f's O_DIRECT fd, or -1: the whole job buffered */
+	int cut; /* tests: its direct pwritev cut short (ct_dio.cut_every) */
+	int n;	 /* buffers in iov */
+	struct iovec iov[CT_DIO_IOV];
+	uint64_t off;		 /* the object offset of iov[0]'s first byte */
+	size_t len;		 /* the bytes of iov */
+	int err;		 /* 0 or -errno, once done */
+	int done;		 /* protected by ct_dio.lock */
+	struct ct_dio_job *next; /* the queue, protected by ct_dio.lock */
+	struct ct_slot *slot;	 /* the caller's */
+	struct fill_buf *bufs;	 /* ... */
+};
+
 /* The tier's direct writes (struct cachetier's wr.dio). */
 struct ct_dio {
 	int on;			 /* cfg.direct_fills: set at open, read only after */
@@ -28,21 +58,54 @@ struct ct_dio {
 				  * open's or a write's EINVAL, no STATX_DIOALIGN: tmpfs):
 				  * every fill is buffered from then on */
 	atomic_ullong bytes;	 /* bytes written with O_DIRECT */
+	atomic_ullong writes;	 /* direct pwritevs that wrote bytes */
 	atomic_ullong fallbacks; /* 1 once refused (counted once: per file system) */
+	/* tests: every cut_every-th job submitted has its direct pwritev cut
+	 * to half its blocks (a short write: the rest buffered); the
+	 * einval_at-th fails as a refusal (EINVAL) would. 0: never. */
+	unsigned cut_every, einval_at, submitted;
+	/* the pool (cachetier__dio_start): its threads take q's jobs in order */
+	pthread_mutex_t lock; /* a leaf: the queue and the jobs' done */
+	pthread_cond_t work;  /* a job queued, or stop */
+	pthread_cond_t fin;   /* a job done */
+	struct ct_dio_job *q, **qt;
+	int stop, nthreads;
+	pthread_t th[CT_DIO_THREADS];
+	/* the submitter's (the fill writer's) ring of jobs: [head, head + count) in flight */
+	struct ct_dio_job jobs[CT_DIO_JOBS];
+	unsigned head, count;
 };
 
-/* A prefetch fill's buffers iov[0..n) (at most CT_WRITEV_MAX, following
- * each other from off), written as cachetier__run_writev writes them (the
- * same bytes, each unit's CRC32C over them once written), but their whole
- * blocks through f's O_DIRECT fd (f->dfd, opened at its first use): from
- * off, while the buffers start at an aligned address and offset, each
- * buffer's whole blocks; the rest (a shard's last partial unit, a
- * buffer the sink sent part-full) through the buffered fd, after them.
- * Refused (d->refused set, counted once): the whole write buffered. The
- * bytes a direct write wrote are on the disk, not in the page cache, when
- * it returns; readers see them only once their unit is published, after
- * this returns (cachetier_write.c), and their buffered reads then read
- * them from the disk. 0 or -errno. The fill writer; no lock held. */
+/* The pool's threads started (up to CT_DIO_THREADS; none started: each
+ * job is written in the submitter, as before the pool); idempotent. Its
+ * stop, after every job was reaped: its threads joined. The submitter. */
+void cachetier__dio_start(struct ct_dio *d);
+void cachetier__dio_stop(struct ct_dio *d);
+/* A free job of the ring for a submit, or NULL when CT_DIO_JOBS are in
+ * flight: reap the oldest (cachetier__dio_oldest, _wait) first. */
+struct ct_dio_job *cachetier__dio_job(struct ct_dio *d);
+/* Job j's buffers iov[0..n) (at most CT_WRITEV_MAX, following each other
+ * from off) of a prefetch fill: each unit's CRC32C over them computed now,
+ * in the submitter (the bytes the write reads: nothing writes the buffers
+ * until the job is reaped), then the bytes written by the pool as
+ * cachetier__run_writev writes them, but their whole blocks through f's
+ * O_DIRECT fd (f->dfd, opened here at its first use): from off, while the
+ * buffers start at an aligned address and offset, each buffer's whole
+ * blocks; the rest (a shard's last partial unit, a buffer the sink sent
+ * part-full, what a short direct write left) through the buffered fd,
+ * after them. Refused (d->refused set, counted once): the whole job
+ * buffered. The job is in flight until reaped: its bytes are on the disk
+ * once cachetier__dio_wait returned, and only then may the caller publish
+ * their units or reuse the buffers. The submitter (the fill writer). */
+void cachetier__dio_submit(struct ct_dio *d, struct ct_dio_job *j, struct ct_file *f, uint32_t c0,
+			   uint32_t *crc, uint64_t off, const struct iovec *iov, int n);
+/* The oldest job in flight (NULL: none), and its reap: waits until it is
+ * done (its writes returned: bounded by the disk's writes of at most
+ * CT_DIO_JOBS jobs, the pool's threads taking them in order) and frees
+ * its place; its err then says how it went (0 or -errno). */
+struct ct_dio_job *cachetier__dio_oldest(struct ct_dio *d);
+void cachetier__dio_reap(struct ct_dio *d, struct ct_dio_job *j);
+/* One write, submitted and reaped at once: 0 or -errno (the tests). */
 int cachetier__dio_writev(struct ct_dio *d, struct ct_file *f, uint32_t c0, uint32_t *crc,
 			  uint64_t off, const struct iovec *iov, int n);
 /* f's O_DIRECT fd closed (with its data file's). */

@@ -3,7 +3,8 @@
  * (cachetier__writer_main) that takes the buffers of up to 128 KiB
  * (FILL_BUF_BYTES) the fills' sinks gather on the store's I/O thread
  * (cachetier_fill.c) and the batch fill's writes (cachetier__write_push),
- * computes each unit's CRC32C, writes the buffers, makes the units they
+ * computes each unit's CRC32C, writes the buffers (a direct fill's through
+ * the direct writers, several in flight: cachetier_direct.c), makes the units they
  * complete valid (fill_publish) and ends each run (fill_run_end), so the
  * I/O thread only moves bytes. What it takes at one wake-up (a batch) it
  * groups by fill: a fill's buffers that follow each other go with one
@@ -199,10 +200,46 @@ static void buf_done(struct cachetier *ct, struct fill_buf *b)
 		backend_sink_ready(ct->be);
 }
 
+/* A direct job reaped (the oldest in flight: its writes returned): its
+ * bytes counted as written (on the disk now, still reserved: wr_bytes,
+ * the run's wcnt), or its error the run's (its units are not landed: the
+ * run fails and punches to wtop), and its sink buffers given back. The
+ * fill writer; before its fill's units are landed (dio_drain). */
+static void dio_reap_one(struct cachetier *ct)
+{
+	struct ct_dio_job *j = cachetier__dio_oldest(&ct->wr.dio);
+	struct ct_fill *fl = j->slot->fill;
+	struct fill_buf *b = j->bufs;
+
+	cachetier__dio_reap(&ct->wr.dio, j);
+	if (j->err == 0) {
+		atomic_fetch_add(&ct->wr_bytes, j->len);
+		fl->wcnt += j->len;
+	} else if (fl->werr == 0) {
+		fl->werr = j->err;
+	}
+	for (int k = 0; k < j->n; k++) {
+		struct fill_buf *next = b->next;
+
+		buf_done(ct, b);
+		b = next;
+	}
+}
+
+/* Every direct job in flight reaped: the batch's fills land only after. */
+static void dio_drain(struct cachetier *ct)
+{
+	while (cachetier__dio_oldest(&ct->wr.dio))
+		dio_reap_one(ct);
+}
+
 /* The buffers of one fill from b on that follow each other (the next
  * one's bytes start where this one's end; at most CT_WRITEV_MAX, no run's
  * end between) written with one pwritev, then their CRCs; returns the
- * item after them. */
+ * item after them. A direct fill's are a job submitted to the direct
+ * writers instead (their CRCs first), its buffers held until it is reaped
+ * (dio_reap_one), which is before the batch lands any unit (dio_drain):
+ * several direct writes in flight while the writer goes on. */
 static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 {
 	struct ct_slot *slot = b->slot;
@@ -225,10 +262,21 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 		 * shorter than one pwritev's most (a random read's) a unit a
 		 * pwritev: folios a punch takes whole (cachetier_punch.h) */
 		if (slot->direct && ct->wr.dio.on &&
-		    !atomic_load_explicit(&ct->wr.dio.refused, memory_order_relaxed))
-			fl->werr = cachetier__dio_writev(&ct->wr.dio, slot->f, slot->c, fl->crc,
-							 b->off, iov, n);
-		else if ((uint64_t)slot->n * slot->f->unit_bytes < CT_WRITEV_MAX * FILL_BUF_BYTES)
+		    !atomic_load_explicit(&ct->wr.dio.refused, memory_order_relaxed)) {
+			struct ct_dio_job *j;
+
+			cachetier__dio_start(&ct->wr.dio);
+			while (!(j = cachetier__dio_job(&ct->wr.dio)))
+				dio_reap_one(ct); /* CT_DIO_JOBS in flight: the oldest first */
+			j->slot = slot;
+			j->bufs = b;
+			cachetier__dio_submit(&ct->wr.dio, j, slot->f, slot->c, fl->crc, b->off,
+					      iov, n);
+			atomic_fetch_add_explicit(&ct->wr.fill_writes, 1, memory_order_relaxed);
+			fl->wnext = end; /* if it fails, fl->werr says so before any landing */
+			return x;
+		}
+		if ((uint64_t)slot->n * slot->f->unit_bytes < CT_WRITEV_MAX * FILL_BUF_BYTES)
 			fl->werr =
 			    cachetier__writev_units(slot->f, slot->c, fl->crc, b->off, iov, n);
 		else
@@ -284,15 +332,17 @@ static void wr_gone(struct cachetier *ct, struct ct_fill *fl)
 }
 
 /* A batch's first half for one fill, with no ct->lock: the items of the
- * fill (fl->wb, in the order pushed) written, and the units they complete
+ * fill (fl->wb, in the order pushed) written (a direct fill's submitted:
+ * fill_write), fl->wend the run's end if the batch holds it (always the
+ * fill's last item: the run's next items are pushed only once the writer
+ * ended it); then, once every direct job of the batch was reaped
+ * (dio_drain: its bytes on the disk), fill_group_land: the units they complete
  * landed (cachetier__run_land: CRCs stored, write locks turned into read
  * locks: the system calls of making them valid) and made readable under
  * their object's lock alone (cachetier__run_landed: marked landed, their
  * waiting readers woken, who commit them themselves: a unit is readable
  * as it lands, not when its fill ends, and the writer takes no ct->lock
- * for it). fl->wland: the first unit past them; fl->wend: the run's end if
- * the batch holds it (always the fill's last item: the run's next items
- * are pushed only once the writer ended it). */
+ * for it). fl->wland: the first unit past them. */
 static void fill_group_write(struct cachetier *ct, struct ct_slot *slot)
 {
 	struct ct_fill *fl = slot->fill;
@@ -303,6 +353,12 @@ static void fill_group_write(struct cachetier *ct, struct ct_slot *slot)
 		b = fill_write(ct, b);
 	assert(!b || (b->end && !b->next));
 	fl->wend = b;
+}
+
+static void fill_group_land(struct cachetier *ct, struct ct_slot *slot)
+{
+	struct ct_fill *fl = slot->fill;
+
 	fl->wland = fl->werr == 0 ? fill_landed(slot, fl) : fl->land;
 	if (fl->wland > fl->land) {
 		cachetier__run_land(slot->f, slot->c + fl->land, fl->wland - fl->land,
@@ -413,8 +469,9 @@ static void fill_wake(struct cachetier *ct, struct ct_file *f, uint32_t c, uint3
 }
 
 /* The fills of one batch (groups: their slots, linked by wgn, each with
- * its items in fl->wb): every fill's buffers written and units landed
- * first (fill_group_write: readable, their readers woken, under each
+ * its items in fl->wb): every fill's buffers written (the direct
+ * ones' jobs reaped: dio_drain) and units landed first (fill_group_write,
+ * fill_group_land: readable, their readers woken, under each
  * object's lock alone), then, only when a run ended, one take of ct->lock
  * for all of them (each ended run's landed units published, its end; one
  * take a batch with a run's end, none for a batch without, not one a
@@ -432,8 +489,11 @@ static void batch_publish(struct cachetier *ct, struct ct_slot *groups)
 	int ends = 0, wrote = 0;
 	int64_t now;
 
-	for (struct ct_slot *slot = groups; slot; slot = slot->fill->wgn) {
+	for (struct ct_slot *slot = groups; slot; slot = slot->fill->wgn)
 		fill_group_write(ct, slot);
+	dio_drain(ct); /* the direct writes returned: their bytes on the disk */
+	for (struct ct_slot *slot = groups; slot; slot = slot->fill->wgn) {
+		fill_group_land(ct, slot);
 		ends |= slot->fill->wend != NULL;
 		wrote |= slot->fill->wend && slot->fill->s.wrote;
 	}
@@ -587,6 +647,7 @@ void *cachetier__writer_main(void *arg)
 		atomic_store_explicit(&ct->wr.wlock_busy, cachetier__lock_busy,
 				      memory_order_relaxed);
 	}
+	cachetier__dio_stop(&ct->wr.dio); /* every job was reaped (each batch drains) */
 	return NULL;
 }
 

@@ -23,7 +23,9 @@
  * shard's last partial block, a demand read's fills buffered, the bytes
  * and stored CRCs exact; on tmpfs every fill buffered, counted once.
  * test_modes: which prefetches each --direct-fills mode writes direct
- * (off, auto, prefetch: `shardfs prefetch`'s alone).
+ * (off, auto, prefetch: `shardfs prefetch`'s alone). test_inflight
+ * (seeded): several writes in flight on the direct writers' pool, short
+ * and refused direct writes forced (below).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -267,6 +269,144 @@ static void test_off(uint64_t seed)
 	file_close(&f);
 }
 
+/* test_inflight: writes in flight on the pool, as the fill writer has
+ * them. IF_ROUNDS seeded rounds, each of 1 to CT_DIO_JOBS + 3 writes (past
+ * the ring: the oldest reaped first) of 1 to CT_WRITEV_MAX buffers of up
+ * to 24 KiB (whole blocks; a partial one: a sixteenth, and half the
+ * rounds' last; own aligned buffers each) that follow each other from a
+ * seeded offset (an eighth not aligned), over a file of zeros; every third write submitted has its
+ * direct pwritev cut to half its blocks (ct_dio.cut_every: a short write, the rest buffered), and
+ * round IF_ROUNDS - 10's first write fails as a refusal (EINVAL: ct_dio.einval_at), reaped before
+ * the next is submitted. After each round: the file's bytes and each unit's CRC32C exact, every
+ * job's error 0, the bytes written direct and the direct writes exactly those the writes' whole
+ * blocks and cuts give (none once refused), fallbacks 0 before the refusal and 1 after. */
+#define IF_ROUNDS 60
+#define IF_WRITES (CT_DIO_JOBS + 3)
+#define IF_BUF	  (24u * 1024u)
+
+static void test_inflight(uint64_t seed)
+{
+	static unsigned char *ib[IF_WRITES][CT_WRITEV_MAX];
+	struct ct_dio d = {.on = 1, .cut_every = 3};
+	struct ct_file f;
+	uint64_t s = seed * 2654435761u + 29, wbytes = 0, wwrites = 0;
+	int refused = 0;
+
+	for (int w = 0; w < IF_WRITES; w++)
+		for (int k = 0; k < CT_WRITEV_MAX; k++)
+			if (posix_memalign((void **)&ib[w][k], CT_DIO_ALIGN, IF_BUF) != 0)
+				FAIL("posix_memalign");
+	file_open(&f, tmpdir);
+	cachetier__dio_start(&d);
+	CHECK(d.nthreads == CT_DIO_THREADS, "inflight: %d pool threads, want %d", d.nthreads,
+	      CT_DIO_THREADS);
+	for (int r = 0; r < IF_ROUNDS; r++) {
+		struct iovec iov[IF_WRITES][CT_WRITEV_MAX];
+		int nw = 1 + (int)(rnd(&s) % IF_WRITES), nb[IF_WRITES], errs = 0;
+		size_t len = 0;
+		uint64_t off, at;
+		uint32_t crc[NUNITS] = {0};
+		struct ct_dio_job *j;
+
+		for (int w = 0; w < nw; w++) {
+			nb[w] = 1 + (int)(rnd(&s) % CT_WRITEV_MAX);
+			for (int k = 0; k < nb[w]; k++) {
+				int part = (w == nw - 1 && k == nb[w] - 1 && rnd(&s) % 2) ||
+					   rnd(&s) % 16 == 0;
+				size_t l =
+				    part ? 1 + (size_t)(rnd(&s) % IF_BUF)
+					 : CT_DIO_ALIGN *
+					       (1 + (size_t)(rnd(&s) % (IF_BUF / CT_DIO_ALIGN)));
+
+				for (size_t x = 0; x < l; x++)
+					ib[w][k][x] = (unsigned char)rnd(&s);
+				iov[w][k] = (struct iovec){.iov_base = ib[w][k], .iov_len = l};
+				len += l;
+			}
+		}
+		off = (uint64_t)UNIT * (rnd(&s) % (NUNITS - (len + UNIT - 1) / UNIT + 1));
+		if (rnd(&s) % 8 == 0 && off + len + 512 <= FILE_LEN)
+			off += 512;
+		zero_file(&f, "inflight", r);
+		memset(want, 0, FILE_LEN);
+		at = off;
+		for (int w = 0; w < nw; w++) {
+			uint64_t dp = 0;
+			int cut = 0;
+
+			for (int k = 0; k < nb[w]; k++) {
+				memcpy(want + at + dp, iov[w][k].iov_base, iov[w][k].iov_len);
+				dp += iov[w][k].iov_len;
+			}
+			if (r == IF_ROUNDS - 10 && w == 0) {
+				while ((j = cachetier__dio_oldest(&d))) {
+					cachetier__dio_reap(&d, j);
+					errs += j->err != 0;
+				}
+				d.einval_at = d.submitted + 1;
+				cut = -1;
+			} else if (d.cut_every && (d.submitted + 1) % d.cut_every == 0) {
+				cut = 1;
+			}
+			dp = refused || cut < 0 ? 0 : direct_part(iov[w], nb[w], at);
+			if (cut > 0)
+				dp = dp / CT_DIO_ALIGN / 2 * CT_DIO_ALIGN;
+			wbytes += dp;
+			wwrites += dp != 0;
+			while (!(j = cachetier__dio_job(&d))) { /* the ring full: the oldest */
+				struct ct_dio_job *o = cachetier__dio_oldest(&d);
+
+				cachetier__dio_reap(&d, o);
+				errs += o->err != 0;
+			}
+			cachetier__dio_submit(&d, j, &f, 0, crc, at, iov[w], nb[w]);
+			CHECK(j->cut == cut, "inflight round %d write %d: cut %d, want %d", r, w,
+			      j->cut, cut);
+			for (int k = 0; k < nb[w]; k++)
+				at += iov[w][k].iov_len;
+			if (cut < 0) { /* the refusal reaped alone: what follows is buffered */
+				cachetier__dio_reap(&d, j);
+				errs += j->err != 0;
+				refused = 1;
+			}
+		}
+		while ((j = cachetier__dio_oldest(&d))) {
+			cachetier__dio_reap(&d, j);
+			errs += j->err != 0;
+		}
+		CHECK(errs == 0, "inflight round %d: %d jobs failed", r, errs);
+		CHECK(atomic_load(&d.bytes) == wbytes && atomic_load(&d.writes) == wwrites,
+		      "inflight round %d: %llu bytes in %llu writes direct, want %llu in %llu", r,
+		      (unsigned long long)atomic_load(&d.bytes),
+		      (unsigned long long)atomic_load(&d.writes), (unsigned long long)wbytes,
+		      (unsigned long long)wwrites);
+		CHECK(atomic_load(&d.fallbacks) == (unsigned long long)refused &&
+			  atomic_load(&d.refused) == refused,
+		      "inflight round %d: fallbacks %llu, want %d", r,
+		      (unsigned long long)atomic_load(&d.fallbacks), refused);
+		CHECK(pread(f.datafd, got, FILE_LEN, 0) == (ssize_t)FILE_LEN &&
+			  memcmp(got, want, FILE_LEN) == 0,
+		      "inflight round %d: %d writes, %zu bytes at %llu: the file's bytes differ", r,
+		      nw, len, (unsigned long long)off);
+		for (uint32_t c = (uint32_t)(off / UNIT); c * (uint64_t)UNIT < off + len; c++) {
+			uint64_t a = (uint64_t)c * UNIT > off ? (uint64_t)c * UNIT : off;
+			uint64_t b = (uint64_t)(c + 1) * UNIT < off + len ? (uint64_t)(c + 1) * UNIT
+									  : off + len;
+
+			CHECK(crc[c] == disk_crc32c_sw(0, want + a, (size_t)(b - a)),
+			      "inflight round %d: unit %u's CRC", r, c);
+		}
+	}
+	printf("inflight: %d rounds, %llu bytes in %llu direct writes, fallbacks %llu\n", IF_ROUNDS,
+	       (unsigned long long)wbytes, (unsigned long long)wwrites,
+	       (unsigned long long)atomic_load(&d.fallbacks));
+	cachetier__dio_stop(&d);
+	file_close(&f);
+	for (int w = 0; w < IF_WRITES; w++)
+		for (int k = 0; k < CT_WRITEV_MAX; k++)
+			free(ib[w][k]);
+}
+
 /* A tier over the fault store (its reads on threads of their own), the
  * option on, in dir/name: a prefetch range of a whole object of 20 units
  * of 64 KiB and 5 bytes goes direct but its last 5 bytes (exactly 20
@@ -436,6 +576,7 @@ int main(void)
 	test_seeded(seed);
 	test_tmpfs(seed);
 	test_off(seed);
+	test_inflight(seed);
 	test_tier(seed);
 	test_modes(seed);
 	for (int k = 0; k < CT_WRITEV_MAX; k++)
