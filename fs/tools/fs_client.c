@@ -82,24 +82,30 @@ void fs_client_say_not_usable(const char *path, const struct fs_mnt *m, int err)
 		fprintf(stderr, "shardfs: %s: %s\n", FS_Q(path), strerror(err));
 }
 
+/* fs_client_say_cache_gone on a stats document already read. */
+static int say_cache_gone(const char *cmd, const char *mnt, const struct fs_stats_doc *stats)
+{
+	const char *dir = fs_stats_get(stats, "cache_dir");
+	uint64_t gone = 0;
+
+	if (fs_stats_u64(stats, "cache_dir_removed", &gone) < 0 || !gone || !dir)
+		return 0;
+	fprintf(stderr,
+		"shardfs: %s: the cache directory %s was removed under the mount %s: what is "
+		"not cached fails with EIO (the mount's log went with it): unmount and mount "
+		"again\n",
+		cmd, FS_Q(dir), FS_Q(mnt));
+	return 1;
+}
+
 int fs_client_say_cache_gone(const char *cmd, const char *mnt)
 {
 	struct fs_stats_doc stats;
-	uint64_t gone = 0;
-	const char *dir;
-	int said = 0;
+	int said;
 
 	if (fs_mnt_read_stats(mnt, &stats) < 0)
 		return 0;
-	dir = fs_stats_get(&stats, "cache_dir");
-	if (fs_stats_u64(&stats, "cache_dir_removed", &gone) == 0 && gone && dir) {
-		fprintf(stderr,
-			"shardfs: %s: the cache directory %s was removed under the mount %s: "
-			"what is not cached fails with EIO (the mount's log went with it): "
-			"unmount and mount again\n",
-			cmd, FS_Q(dir), FS_Q(mnt));
-		said = 1;
-	}
+	said = say_cache_gone(cmd, mnt, &stats);
 	fs_stats_doc_free(&stats);
 	return said;
 }
@@ -474,7 +480,9 @@ static int plan_args(int argc, char **argv, struct plan_args *a)
 			    "stderr and gives up after no progress for 2 minutes (no index build\n"
 			    "ended, no shard byte read; nothing is published). Ctrl-C: nothing is\n"
 			    "published either. Exit status: 0 done, 1 refused or given up (says\n"
-			    "why), 2 usage.\n",
+			    "why), or published with paths skipped while shards could not be\n"
+			    "indexed (a store down, a cache directory removed: they may lie in\n"
+			    "those shards), 2 usage.\n",
 			    plan_synopsis);
 			return 0;
 		} else if (!dashes && strcmp(s, "--clear") == 0) {
@@ -557,7 +565,7 @@ static int plan_line(const struct plan_args *a, char *line, size_t size, char **
 
 /* The counters the plan command's progress follows. */
 struct plan_progress {
-	uint64_t wanted, done, scanned;
+	uint64_t wanted, done, scanned, index_errors;
 };
 
 static int plan_progress_read(const char *mnt, struct plan_progress *p)
@@ -571,6 +579,8 @@ static int plan_progress_read(const char *mnt, struct plan_progress *p)
 		err = fs_stats_u64(&stats, "plan_index_done", &p->done);
 	if (err == 0)
 		err = fs_stats_u64(&stats, "index_bytes_scanned", &p->scanned);
+	if (err == 0)
+		err = fs_stats_u64(&stats, "index_errors", &p->index_errors);
 	fs_stats_doc_free(&stats);
 	return err;
 }
@@ -590,8 +600,9 @@ static void plan_on_signal(int sig)
  * builds); a mount without these counters (an older shardfs) is waited
  * for as before, without progress and without that bound.
  * Returns what fs_client_ctl_send returned, -ETIMEDOUT after giving up, or -EINTR
- * after SIGINT or SIGTERM. */
-static int plan_send(int fd, const char *mnt, const char *line)
+ * after SIGINT or SIGTERM; *errors0: the mount's index_errors before the
+ * request (UINT64_MAX: not read). */
+static int plan_send(int fd, const char *mnt, const char *line, uint64_t *errors0)
 {
 	struct sigaction sa = {.sa_handler = plan_on_signal}, old_int, old_term;
 	struct plan_progress p0 = {0}, p = {0}, last = {0};
@@ -600,6 +611,7 @@ static int plan_send(int fd, const char *mnt, const char *line)
 	pid_t pid;
 
 	have0 = plan_progress_read(mnt, &p0) == 0;
+	*errors0 = have0 ? p0.index_errors : UINT64_MAX;
 	last = p0;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
@@ -663,13 +675,43 @@ out:
 	return err;
 }
 
+/* A published plan skipped paths (missing of them): the mount counts a
+ * path whose shard could not be read or indexed (a store down, a cache
+ * directory removed) with those that name nothing, so say which may be the
+ * case, from one stats read: the cache directory removed, or index builds
+ * that failed since the request (errors0: index_errors before it; a
+ * reader's failed build meanwhile is said too: the words say "may"). 1
+ * when said (the command then exits 1), else 0. */
+static int plan_why_missing(const char *mnt, uint64_t errors0)
+{
+	struct fs_stats_doc stats;
+	uint64_t errors = 0;
+	int said;
+
+	if (fs_mnt_read_stats(mnt, &stats) < 0)
+		return 0;
+	said = say_cache_gone("plan", mnt, &stats);
+	if (!said && errors0 != UINT64_MAX && fs_stats_u64(&stats, "index_errors", &errors) == 0 &&
+	    errors > errors0) {
+		fprintf(stderr,
+			"shardfs plan: shards could not be indexed while the plan was published "
+			"(index_errors +%" PRIu64
+			": see the mount's log): the paths skipped may lie "
+			"in them, not be missing from the mount\n",
+			errors - errors0);
+		said = 1;
+	}
+	fs_stats_doc_free(&stats);
+	return said;
+}
+
 int fs_plan_main(int argc, char **argv)
 {
 	struct plan_args a;
 	struct fs_mnt m;
 	char path[PATH_MAX + 32], *abs = NULL;
 	char line[4 * PATH_MAX + FS_PLAN_NAME_MAX + 16];
-	uint64_t missing = 0;
+	uint64_t missing = 0, errors0 = UINT64_MAX;
 	int fd, err;
 
 	err = plan_args(argc, argv, &a);
@@ -688,7 +730,7 @@ int fs_plan_main(int argc, char **argv)
 		close(fd);
 		return 1;
 	}
-	err = a.clear ? fs_client_ctl_send(fd, line) : plan_send(fd, m.dir, line);
+	err = a.clear ? fs_client_ctl_send(fd, line) : plan_send(fd, m.dir, line, &errors0);
 	close(fd);
 	if (err == -ETIMEDOUT || err == -EINTR) {
 		fprintf(stderr, "shardfs plan: %s; the plan '%s' was not published\n",
@@ -712,9 +754,9 @@ int fs_plan_main(int argc, char **argv)
 	}
 	if (plan_say(m.dir, a.name, &missing) < 0)
 		printf("plan '%s' published (replaced since by another plan)\n", a.name);
-	/* a path in a shard whose index could not be made (its cache file
-	 * refused: EIO) counts as not in the mount: not a skip to exit 0 on */
-	if (missing && fs_client_say_cache_gone("plan", m.dir))
+	/* a path in a shard whose index could not be made counts as not in
+	 * the mount: not a skip to exit 0 on */
+	if (missing && plan_why_missing(m.dir, errors0))
 		return 1;
 	return 0;
 }

@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""shardfs mount tests: a hostile newcomer's pass (round 11), 'shardfs plan' on a mount whose
+shards cannot be indexed.
+
+usage: test_hostile11_plan.py SHARDFS GROUP
+GROUP:
+  storedown  a remote source (nginx) stopped under a running mount (--retry-budget 1): a plan
+             of a member of a shard never indexed, a missing path and a shard's raw file
+             (which needs no index) publishes the raw file and counts the other two as not
+             in the mount, as before, but exits 1 and says that shards could not be indexed
+             meanwhile (index_errors, exact) and that the skipped paths may lie in them. With
+             the store up, a plan of a missing path alone exits 0 and says nothing more.
+             Before (fs/tools at 2c54c5a): exit 0 and only "2 paths not in the mount
+             (skipped)" of a path 'ls' shows.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
+
+log = ml.log
+
+
+def make_source(env, n):
+    src = env.path('src')
+    os.makedirs(src)
+    for i in range(n):
+        with open(os.path.join(src, 's%d.tar' % i), 'wb') as f:
+            f.write(ml.tar_bytes([('m%d.bin' % i, bytes([65 + i]) * (70000 + i))]))
+    os.chmod(env.tmp, 0o755)
+    os.chmod(src, 0o755)
+    return src
+
+
+def plan(env, ck, label, mnt, lines, rc, out, err):
+    p = env.path('plan-%s.txt' % label.replace(' ', '-'))
+    with open(p, 'w') as f:
+        f.write(''.join(ln + '\n' for ln in lines))
+    r = env.run([env.shardfs, 'plan', mnt, p], timeout=60)
+    o = r.stdout.decode(errors='replace')
+    e = r.stderr.decode(errors='replace')
+    log('%s: rc=%r\n  stdout %r\n  stderr %r' % (label, r.returncode, o, e))
+    ck.eq('%s: exit' % label, r.returncode, rc)
+    ck.eq('%s: stdout' % label, o, out)
+    ck.eq('%s: stderr' % label, e, err)
+
+
+def group_storedown(env, ck):
+    src = make_source(env, 3)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        m = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                     extra=['--warm', 'off', '--prefetch-shards', '0', '--retry-budget', '1'])
+        with m:
+            plan(env, ck, 'store up, a missing path', m.mnt, ['nope/x'], 0,
+                 "plan 'default': 0 paths, 0 B; 1 path not in the mount (skipped)\n", '')
+            ck.eq('store up: index_errors', m.stats()['index_errors'], 0)
+            ng.stop()
+            plan(env, ck, 'store down', m.mnt, ['s1/m1.bin', 'nope/x', 's2.tar'], 1,
+                 "plan 'default': 1 path, 70.00 KiB; 2 paths not in the mount (skipped)\n",
+                 'shardfs plan: shards could not be indexed while the plan was published '
+                 '(index_errors +2: see the mount\'s log): the paths skipped may lie in them, '
+                 'not be missing from the mount\n')
+            ck.eq('store down: index_errors', m.stats()['index_errors'], 2)
+            ck.eq('s1/ is listed', sorted(os.listdir(m.mnt)), ['s0', 's0.tar', 's1', 's1.tar',
+                                                              's2', 's2.tar'])
+    finally:
+        ng.stop()
+
+
+GROUPS = {'storedown': (group_storedown, 120)}
+
+
+if __name__ == '__main__':
+    ml.run_groups(GROUPS, __doc__)
