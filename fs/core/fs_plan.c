@@ -326,7 +326,10 @@ struct plan_reader {
 	size_t ll;			/* its length */
 	int overlong;			/* longer than PATH_MAX: named nothing */
 	uint64_t lineno;		/* of the line being read, from 1 */
-	uint64_t lines[PLAN_LOG_LINES]; /* line numbers of the first missing paths */
+	uint64_t lines[PLAN_LOG_LINES]; /* line numbers of the first paths not found */
+	uint32_t not_found;		/* paths that name nothing (of p->missing) */
+	uint32_t failed;		/* paths whose lookup failed (lookup_failed) */
+	int failed_err;			/* the first one's errno */
 	const struct fs_op_stop *stop;	/* or NULL */
 	uid_t uid;			/* the sender's: the file opened with its rights */
 	gid_t gid;
@@ -347,6 +350,17 @@ static size_t mount_prefix(const struct fs *fs, const char *path, size_t len)
 	return ml + 1;
 }
 
+/* A lookup's error that says the path could not be looked up, not that
+ * it names nothing: its shard could not be read or indexed (a store down,
+ * a cache directory removed, a shard too large to decode). Such a path is
+ * missing from the plan as one that names nothing is (.shardfs/plans
+ * counts both), but the log says which. */
+static int lookup_failed(int err)
+{
+	return err == -EIO || err == -EFBIG || err == -EPROTO || err == -ESTALE ||
+	       err == -ETIMEDOUT || err == -EBADMSG || err == -ENOMEM;
+}
+
 /* The line just read: resolve its path into the next extent, or count it
  * missing (its number kept for the log, never its text). A line that
  * begins with the mount point is the path below it (else, if that names
@@ -356,17 +370,22 @@ static int plan_line(struct plan_reader *r)
 	struct fs_plan *p = r->p;
 	struct fs_plan_extent x;
 	size_t skip;
+	int err = 0;
 
 	/* a line is a path as it is: a '\r' at its end is part of it (a
 	 * member's name may end in one); an empty line is no path */
 	if (r->ll == 0 && !r->overlong)
 		return 0;
 	skip = r->overlong ? 0 : mount_prefix(r->fs, r->line, r->ll);
-	if (skip && resolve(r->fs, r->line + skip, r->ll - skip, &x, r->dirs) < 0)
+	if (skip && (err = resolve(r->fs, r->line + skip, r->ll - skip, &x, r->dirs)) < 0)
 		skip = 0;
-	if (r->overlong || (!skip && resolve(r->fs, r->line, r->ll, &x, r->dirs) < 0)) {
-		if (p->missing < PLAN_LOG_LINES)
-			r->lines[p->missing] = r->lineno;
+	if (r->overlong || (!skip && (err = resolve(r->fs, r->line, r->ll, &x, r->dirs)) < 0)) {
+		if (!r->overlong && lookup_failed(err)) {
+			if (!r->failed++)
+				r->failed_err = -err;
+		} else if (r->not_found++ < PLAN_LOG_LINES) {
+			r->lines[r->not_found - 1] = r->lineno;
+		}
 		p->missing++;
 		return 0;
 	}
@@ -542,8 +561,9 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	const char *mp = fs->cfg.mountpoint;
 	struct fs_plan *p, *old = NULL;
 	struct plan_reader *r;
+	uint32_t nf, failed;
 	size_t ln = 0;
-	int err;
+	int err, failed_err;
 
 	plans_drop_exited(fs);
 	err = plan_name(name, pid, nm);
@@ -582,11 +602,14 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	/* the numbers of the lines that named nothing, never their text: a
 	 * plan file may be anything its sender could name (the daemon's user
 	 * may read more than the sender) */
-	for (uint32_t i = 0; i < p->missing && i < PLAN_LOG_LINES; i++)
+	for (uint32_t i = 0; i < r->not_found && i < PLAN_LOG_LINES; i++)
 		ln += (size_t)snprintf(lines + ln, sizeof(lines) - ln, "%s%" PRIu64, i ? ", " : "",
 				       r->lines[i]);
-	if (p->missing > PLAN_LOG_LINES)
+	if (r->not_found > PLAN_LOG_LINES)
 		snprintf(lines + ln, sizeof(lines) - ln, ", ...");
+	nf = r->not_found;
+	failed = r->failed;
+	failed_err = r->failed_err;
 	free(r);
 	old = plan_install(fs, p);
 	fs_human_bytes(p->bytes, human, sizeof(human));
@@ -594,12 +617,19 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	       file, p->n, fs_plural(p->n, "path", "paths"), human,
 	       old && strcmp(old->name, nm) == 0 ? ", replacing the earlier one" : "",
 	       old && strcmp(old->name, nm) != 0 ? ", dropping the oldest plan" : "");
-	if (p->missing)
+	if (nf)
 		fs_log(FS_LOG_WARN,
 		       "plan '%s': %" PRIu32 " %s not found in the mount %s skipped "
 		       "(line%s %s of the plan file)",
-		       nm, p->missing, fs_plural(p->missing, "path", "paths"),
-		       fs_plural(p->missing, "was", "were"), p->missing == 1 ? "" : "s", lines);
+		       nm, nf, fs_plural(nf, "path", "paths"), fs_plural(nf, "was", "were"),
+		       nf == 1 ? "" : "s", lines);
+	if (failed)
+		fs_log(FS_LOG_WARN,
+		       "plan '%s': %" PRIu32 " %s could not be looked up and %s skipped: %s "
+		       "could not be read or indexed (%s; see above)",
+		       nm, failed, fs_plural(failed, "path", "paths"),
+		       fs_plural(failed, "was", "were"),
+		       fs_plural(failed, "its shard", "their shards"), strerror(failed_err));
 	if (old && strcmp(old->name, nm) != 0)
 		fs_log(FS_LOG_WARN,
 		       "plan: the mount holds at most FS_PLAN_MAX (%d) plans: dropped '%s'",

@@ -8,10 +8,12 @@ GROUP:
              of a member of a shard never indexed, a missing path and a shard's raw file
              (which needs no index) publishes the raw file and counts the other two as not
              in the mount, as before, but exits 1 and says that shards could not be indexed
-             meanwhile (index_errors, exact) and that the skipped paths may lie in them. With
-             the store up, a plan of a missing path alone exits 0 and says nothing more.
+             meanwhile (index_errors, exact) and that the skipped paths may lie in them; the
+             mount's log says which path was not found and which could not be looked up
+             (EIO). With the store up, a plan of a missing path alone exits 0 and says
+             nothing more.
              Before (fs/tools at 2c54c5a): exit 0 and only "2 paths not in the mount
-             (skipped)" of a path 'ls' shows.
+             (skipped)" of a path 'ls' shows; the log said both were "not found".
 """
 import os
 import sys
@@ -64,6 +66,15 @@ def group_storedown(env, ck):
                  '(index_errors +2: see the mount\'s log): the paths skipped may lie in them, '
                  'not be missing from the mount\n')
             ck.eq('store down: index_errors', m.stats()['index_errors'], 2)
+            # the mount's log tells the two apart (fs_plan.c lookup_failed)
+            text = ml.logs_under(env.path('cache'))
+            said = [ln.split('] ', 1)[-1] for ln in text.splitlines()
+                    if "plan 'default': " in ln and 'skipped' in ln]
+            ck.eq('store down: the log', said[-2:], [
+                "warning: plan 'default': 1 path not found in the mount was skipped (line 2 "
+                "of the plan file)",
+                "warning: plan 'default': 1 path could not be looked up and was skipped: its "
+                "shard could not be read or indexed (Input/output error; see above)"])
             ck.eq('s1/ is listed', sorted(os.listdir(m.mnt)), ['s0', 's0.tar', 's1', 's1.tar',
                                                               's2', 's2.tar'])
     finally:
