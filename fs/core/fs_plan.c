@@ -256,7 +256,9 @@ static struct plan_dir *plan_dir_slot(struct plan_dir *dirs, const char *dir, si
 static int resolve(struct fs *fs, const char *path, size_t len, struct fs_plan_extent *x,
 		   struct plan_dir *dirs)
 {
-	const char *sl = len ? memrchr(path, '/', len) : NULL;
+	/* path is never NULL; said for GCC 12's -Wnonnull under
+	 * -fsanitize=address,undefined -O2, which found a NULL there */
+	const char *sl = path && len ? memrchr(path, '/', len) : NULL;
 	size_t dl = sl ? (size_t)(sl - path) : 0, ll = len - dl - 1;
 	uint64_t ino = 1;
 	struct fs_entry e;
