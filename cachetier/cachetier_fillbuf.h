@@ -127,6 +127,7 @@ struct ct_fill {
 	 * items in it */
 	struct fill_buf *wb, **wbt;
 	struct ct_slot *wgn;
+	int wgrp; /* in the batch's groups (wgn): set at its first item, cleared at landing */
 	/* ... what it wrote before the batch's take of ct->lock
 	 * (cachetier_write.c, fill_group_write): units [c + land, c + wland)
 	 * landed, the run's end if the batch holds it; and, for a run that

@@ -468,6 +468,39 @@ static void fill_wake(struct cachetier *ct, struct ct_file *f, uint32_t c, uint3
 	disk_mutex_unlock(&f->lock);
 }
 
+static void batch_take(struct cachetier *ct, struct fill_buf *l, struct ct_slot ***gt);
+
+/* Direct writes in flight (every fill of the batch a direct one, none
+ * held): while the oldest job is not done and the sinks pushed more, the
+ * writer takes it into the batch (batch_take) and submits it, up to
+ * DIO_MORE takes, rather than wait for the disk with nothing submitted;
+ * only then the batch drains and lands. A batch with a fill some reader
+ * waits on (a demand or readahead fill: buffered) lands without waiting
+ * for more. */
+#define DIO_MORE 4
+
+static void dio_more(struct cachetier *ct, struct ct_slot *groups, struct ct_slot **gt)
+{
+	struct ct_dio *d = &ct->wr.dio;
+
+	for (int k = 0; k < DIO_MORE; k++) {
+		struct ct_dio_job *j = cachetier__dio_oldest(d);
+		struct fill_buf *l;
+
+		for (struct ct_slot *slot = groups; slot; slot = slot->fill->wgn)
+			if (!slot->direct)
+				return;
+		if (!j || atomic_load(&ct->wr.whold) || atomic_load(&ct->wr.wstop) ||
+		    !atomic_load_explicit(&ct->wr.wq, memory_order_relaxed))
+			return;
+		l = atomic_exchange_explicit(&ct->wr.wq, NULL, memory_order_acquire);
+		batch_take(ct, l, &gt);
+		for (struct ct_slot *slot = groups; slot; slot = slot->fill->wgn)
+			if (slot->fill->wb)
+				fill_group_write(ct, slot);
+	}
+}
+
 /* The fills of one batch (groups: their slots, linked by wgn, each with
  * its items in fl->wb): every fill's buffers written (the direct
  * ones' jobs reaped: dio_drain) and units landed first (fill_group_write,
@@ -476,7 +509,7 @@ static void fill_wake(struct cachetier *ct, struct ct_file *f, uint32_t c, uint3
  * for all of them (each ended run's landed units published, its end; one
  * take a batch with a run's end, none for a batch without, not one a
  * fill), then, with the lock dropped, the runs that go on sent. */
-static void batch_publish(struct cachetier *ct, struct ct_slot *groups)
+static void batch_publish(struct cachetier *ct, struct ct_slot *groups, struct ct_slot **gt)
 {
 	struct ct_slot *after = NULL, **at = &after;
 	/* the ended runs' units published under the take: their readers,
@@ -491,8 +524,10 @@ static void batch_publish(struct cachetier *ct, struct ct_slot *groups)
 
 	for (struct ct_slot *slot = groups; slot; slot = slot->fill->wgn)
 		fill_group_write(ct, slot);
+	dio_more(ct, groups, gt);
 	dio_drain(ct); /* the direct writes returned: their bytes on the disk */
 	for (struct ct_slot *slot = groups; slot; slot = slot->fill->wgn) {
+		slot->fill->wgrp = 0;
 		fill_group_land(ct, slot);
 		ends |= slot->fill->wend != NULL;
 		wrote |= slot->fill->wend && slot->fill->s.wrote;
@@ -595,6 +630,45 @@ static void job_write(struct cachetier *ct, struct fill_buf *b)
 	free(b);
 }
 
+/* What the writer took (l, newest first), oldest first: the jobs' writes
+ * and barriers in their order, each fill's items in theirs, appended to
+ * its items in the batch (fl->wb); a fill not yet in the batch's groups
+ * joins them at *gt (fills in the order of their first item). */
+static void batch_take(struct cachetier *ct, struct fill_buf *l, struct ct_slot ***gt)
+{
+	struct fill_buf *fifo = NULL;
+
+	while (l) { /* newest first: reversed */
+		struct fill_buf *next = l->next;
+
+		l->next = fifo;
+		fifo = l;
+		l = next;
+	}
+	while (fifo) {
+		struct fill_buf *b = fifo;
+		struct ct_fill *fl;
+
+		fifo = b->next;
+		if (b->job) {
+			job_write(ct, b);
+			continue;
+		}
+		fl = b->slot->fill;
+		if (!fl->wgrp) { /* the fill's first item in the batch */
+			fl->wgrp = 1;
+			fl->wgn = NULL;
+			**gt = b->slot;
+			*gt = &fl->wgn;
+		}
+		if (!fl->wb)
+			fl->wbt = &fl->wb;
+		b->next = NULL;
+		*fl->wbt = b;
+		fl->wbt = &b->next;
+	}
+}
+
 /* The fill writer's thread: takes what the sinks pushed (a batch), oldest
  * first: the jobs' writes and barriers in their order, each fill's items
  * in theirs (fill_group; fills in the order of their first item). */
@@ -603,7 +677,7 @@ void *cachetier__writer_main(void *arg)
 	struct cachetier *ct = arg;
 
 	for (;;) {
-		struct fill_buf *l, *fifo = NULL;
+		struct fill_buf *l;
 		struct ct_slot *groups = NULL, **gt = &groups;
 
 		while (sem_wait(&ct->wr.wsem) < 0 && errno == EINTR)
@@ -613,35 +687,9 @@ void *cachetier__writer_main(void *arg)
 		l = atomic_exchange_explicit(&ct->wr.wq, NULL, memory_order_acquire);
 		if (!l && atomic_load(&ct->wr.wstop))
 			break;
-		while (l) { /* newest first: reversed */
-			struct fill_buf *next = l->next;
-
-			l->next = fifo;
-			fifo = l;
-			l = next;
-		}
-		while (fifo) {
-			struct fill_buf *b = fifo;
-			struct ct_fill *fl;
-
-			fifo = b->next;
-			if (b->job) {
-				job_write(ct, b);
-				continue;
-			}
-			fl = b->slot->fill;
-			if (!fl->wb) { /* the fill's first item in the batch */
-				fl->wbt = &fl->wb;
-				fl->wgn = NULL;
-				*gt = b->slot;
-				gt = &fl->wgn;
-			}
-			b->next = NULL;
-			*fl->wbt = b;
-			fl->wbt = &b->next;
-		}
+		batch_take(ct, l, &gt);
 		if (groups)
-			batch_publish(ct, groups);
+			batch_publish(ct, groups, gt);
 		atomic_store_explicit(&ct->wr.wlock_takes, cachetier__lock_takes,
 				      memory_order_relaxed);
 		atomic_store_explicit(&ct->wr.wlock_busy, cachetier__lock_busy,
