@@ -89,6 +89,33 @@ static void warn_small_disk(struct fs *fs)
 		(double)chunk / (1 << 20));
 }
 
+/* Options that only some sources use, given to another (their values
+ * differ from the defaults, so they were given): one row each, said on the
+ * terminal; the mount goes ahead. Before, each did nothing without a word
+ * ('--get-batch auto' on s3://, a user's hope of batched reads). */
+static void warn_unused_opts(struct fs *fs)
+{
+	const char *src = fs->cfg.source;
+	int ais = strncmp(src, "ais://", 6) == 0, local = backend_is_local(fs->be);
+	int signs = strncmp(src, "s3://", 5) == 0 || strncmp(src, "gs://", 5) == 0;
+	const struct {
+		int unused;
+		const char *what;
+	} rows[] = {
+	    {fs->cfg.get_batch == FS_GET_BATCH_AUTO && !ais,
+	     "--get-batch auto is for ais:// sources: it does nothing for this one"},
+	    {fs->cfg.be.no_sign && !signs,
+	     "--no-sign is for s3:// and gs:// sources: it does nothing for this one"},
+	    {fs->cfg.ct.direct_fills != CACHETIER_DIRECT_OFF && local,
+	     "--direct-fills is for remote sources: a local source's shards are read in place, "
+	     "nothing fills the cache"},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		if (rows[i].unused)
+			fprintf(stderr, "shardfs: warning: %s\n", rows[i].what);
+}
+
 /* A cache smaller than one chunk (a --chunk-size given: else fs_opt.c
  * sizes chunks to the cache): every fill of a chunk takes it over its
  * limit while it runs (the flusher evicts it back down after): say so.
@@ -265,6 +292,7 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 		return err;
 	if (!(flags & FS_OPEN_MOUNT))
 		return 0;
+	warn_unused_opts(fs);
 	warn_small_disk(fs);
 	warn_small_cache(fs);
 	warn_big_stage(fs);
