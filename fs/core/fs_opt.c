@@ -229,11 +229,14 @@ static const struct fs_opt cache_opts[] = {
      * fills"). prefetch saves CPU: on the bench's VM the fill writer's copy
      * into fresh page cache pages was 46-48 % of a buffered prefetch's CPU,
      * and `shardfs prefetch` (L4) cost the daemon 0.95-1.71 CPU-s per GB
-     * buffered against 0.80-1.03 direct; but off by default: each direct
-     * pwritev waits for the disk, and at load 9 the prefetch took 1.82 s
-     * against 1.10 (L1 282 against 466 MB/s, below curl's 1.27 s), so
-     * L1's goal would fall (tests/bench/README.md, "L4: fresh page cache";
-     * on an earlier VM direct was no cheaper: "L4: direct fills"). auto
+     * buffered against 0.80-1.03 direct; but off by default: written one
+     * at a time, at load 9 the prefetch took 1.82 s against 1.10 (L1 282
+     * against 466 MB/s; tests/bench/README.md, "L4: fresh page cache"; on
+     * an earlier VM direct was no cheaper: "L4: direct fills"); with
+     * several in flight (2 direct writers) it took 1.16 s against 1.08 at
+     * load 9-11, but cost 1.06 CPU-s/GB against buffered's 0.87 there
+     * (6 rounds: cachetier/README.md, "Direct fills"): a quiet bench
+     * decides. auto
      * also writes the warm's, a reader's shards ahead and a plan's
      * lookahead direct, which are read soon */
     {"direct-fills", 0, FS_OPT_ENUM, CFG(ct.direct_fills), 0, "off", 0, 0, "off|auto|prefetch",
