@@ -3,7 +3,8 @@
 A plan tells the mount in which order files will be read: a file of mount-relative paths, one
 per line, which the mount reads when it gets the command ``plan [NAME] FILE`` (an ioctl on
 ``MOUNTPOINT/.shardfs/control``: the mount is read-only). ``PlanSampler`` publishes each
-epoch's order this way before the epoch's first index is yielded.
+epoch's order this way before the epoch's first index is yielded; a DataLoader set up by
+``plan_dataloader`` publishes it when iter() is called, before its workers start.
 
 Pure Python: torch is imported only by ``PlanSampler`` and ``plan_dataloader``.
 """
@@ -254,13 +255,16 @@ class PlanSampler(_sampler_base()):
     them to the mount as a plan (before the first index is yielded), then yields the wrapped
     sampler's items unchanged. `paths` is a dataset (dataset_paths) or a list of mount-relative
     paths. A dataset outside any shardfs mount, or a plan that cannot be published, is a
-    warning (strict=True: an error): reading works without one. After each __iter__, last_indices and last_plan (its PlanInfo) say what was
-    published."""
+    warning (strict=True: an error): reading works without one. After each __iter__,
+    last_indices and last_plan (its PlanInfo) say what was published. publish_next() draws and
+    publishes the next epoch's order ahead of its __iter__ (plan_dataloader's loader calls it
+    before its workers start)."""
 
     def __init__(self, sampler, paths, mountpoint=None, name=None, strict=False):
         _check_name(name)
         self.sampler, self.name, self.strict = sampler, name, strict
         self.last_indices, self.last_plan = None, None
+        self._next = None  # the items publish_next drew, for the next __iter__ to yield
         try:
             if isinstance(paths, (list, tuple)) and mountpoint is not None:
                 self.mountpoint = os.path.abspath(mountpoint)
@@ -281,14 +285,33 @@ class PlanSampler(_sampler_base()):
         return len(self.sampler)
 
     def set_epoch(self, epoch):
+        self._next = None  # drawn for the epoch before: the next __iter__ draws again
         if hasattr(self.sampler, 'set_epoch'):
             self.sampler.set_epoch(epoch)
 
-    def __iter__(self):
+    def publish_next(self):
+        """Draw the wrapped sampler's order for the next __iter__ now and publish it; that
+        __iter__ yields exactly these items (set_epoch in between drops them: it draws again).
+        Returns last_plan. A publication that fails is a warning (strict: the error, and
+        nothing is kept for the next __iter__)."""
+        self._next = None
         items = list(iter(self.sampler))
+        self._publish_items(items)
+        self._next = items
+        return self.last_plan
+
+    def __iter__(self):
+        items, self._next = self._next, None
+        if items is None:
+            items = list(iter(self.sampler))
+            self._publish_items(items)
+        return iter(items)
+
+    def _publish_items(self, items):
         self.last_indices = list(_flatten(items))
+        self.last_plan = None
         if self.mountpoint is None:
-            return iter(items)
+            return
         idx = self.last_indices
         try:
             self.last_plan = _publish(self.mountpoint, b''.join([self._lines[i] for i in idx]),
@@ -297,24 +320,87 @@ class PlanSampler(_sampler_base()):
             if self.strict:
                 raise
             warnings.warn('shardfs: could not publish the plan to %s: %s' % (self.mountpoint, e))
-            self.last_plan = None
-        return iter(items)
+
+
+def _planned_iter(loader):
+    """__iter__ of a loader plan_dataloader set up: with worker processes, the epoch's order is
+    drawn and published before torch starts them (0.6-1 s here), so the mount's first
+    requests overlap their start; torch itself draws the first indices only after its workers
+    are up (_MultiProcessingDataLoaderIter.__init__ -> _reset -> _try_put_index). Without
+    workers nothing is gained: the sampler publishes at the first index, as before."""
+    ps = loader._shardfs_plan
+    if loader.num_workers == 0:
+        return super(type(loader), loader).__iter__()
+    import torch
+    gen = loader.generator
+    resets = loader.persistent_workers and loader._iterator is not None
+    if not resets:
+        # A new iterator draws its workers' base seed from the loader's generator (the default
+        # one when None), and the sampler draws the order after it, at the first index. Here
+        # the order is drawn first: the base seed's draw is made (and its value dropped) before
+        # it, so the generator's draws come in the same sequence, and the iterator draws its
+        # base seed from a copy of the generator as it was before both: the same base seed and
+        # the same order as the loader without plans, for a given torch.manual_seed.
+        src = gen if gen is not None else torch.default_generator
+        state = src.get_state()
+        torch.empty((), dtype=torch.int64).random_(generator=gen)
+    ps.publish_next()
+    try:
+        if resets:  # persistent workers: the iterator only resets, no seed is drawn
+            return super(type(loader), loader).__iter__()
+        copy = torch.Generator(device=src.device)
+        copy.set_state(state)
+        loader.generator = copy
+        try:
+            return super(type(loader), loader).__iter__()
+        finally:
+            loader.generator = gen
+    finally:
+        # the iterator drew its first indices while it was made: a sampler that did not (a
+        # batch sampler of its own making) draws and publishes again at its first index,
+        # rather than yielding an order it may not have published last
+        ps._next = None
+
+
+_PLANNED = {}  # a DataLoader class -> its subclass with _planned_iter
+
+
+def _planned_class(cls):
+    sub = _PLANNED.get(cls)
+    if sub is None:
+        sub = _PLANNED[cls] = type(cls.__name__, (cls,), {'__iter__': _planned_iter,
+                                                          '__module__': cls.__module__,
+                                                          '_shardfs_planned': True})
+    return sub
 
 
 def plan_dataloader(loader, mountpoint=None, name=None, strict=False):
     """Make a torch DataLoader (map-style dataset; also one made with shuffle=True) publish
     each epoch's order: its sampler is wrapped in a PlanSampler (inside its batch sampler when
-    it batches). Returns the PlanSampler. A dataset whose items are no paths in a shardfs mount
-    (a list of numbers, files outside any mount) is a warning (strict=True: ValueError): the
-    loader is left as it is, and the PlanSampler returned is not installed (it plans nothing)."""
+    it batches), and with num_workers > 0 the order is drawn and published when iter(loader)
+    is called, before torch starts the worker processes (the plan's first fetches overlap
+    their start; without workers, at the first index). The order is the one the same loader
+    draws without plans (same seeds). Returns the PlanSampler; a loader whose sampler is one
+    already keeps it (its name and strict). A dataset whose items are no paths in a shardfs
+    mount (a list of numbers, files outside any mount) is a warning (strict=True:
+    ValueError): the loader is left as it is, and the PlanSampler returned is not installed
+    (it plans nothing)."""
     bs = loader.batch_sampler
-    if bs is not None and hasattr(bs, 'sampler'):
+    if bs is None or not hasattr(bs, 'sampler'):
+        raise ValueError('plan_dataloader needs a DataLoader with a batch sampler that has a '
+                         '.sampler (use PlanSampler directly as sampler= otherwise)')
+    if isinstance(bs.sampler, PlanSampler):
+        ps = bs.sampler
+    else:
         ps = PlanSampler(bs.sampler, loader.dataset, mountpoint, name, strict)
-        if ps.mountpoint is not None:  # else warned: nothing to plan, the loader unchanged
-            bs.sampler = ps  # BatchSampler's own attribute: DataLoader freezes only its own
-        return ps
-    raise ValueError('plan_dataloader needs a DataLoader with a batch sampler that has a '
-                     '.sampler (use PlanSampler directly as sampler= otherwise)')
+        if ps.mountpoint is None:  # warned: nothing to plan, the loader unchanged
+            return ps
+        bs.sampler = ps  # BatchSampler's own attribute: DataLoader freezes only its own
+    if ps.mountpoint is not None:
+        loader._shardfs_plan = ps
+        if not getattr(type(loader), '_shardfs_planned', False):
+            loader.__class__ = _planned_class(type(loader))
+    return ps
 
 
 # ---- .shardfs/samples.tsv ---------------------------------------------------------------------

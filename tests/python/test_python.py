@@ -19,6 +19,14 @@ GROUP:
                  at its offset in the shard file
   noplans        plan_dataloader on a DataLoader of numbers, or of files outside any mount: a
                  warning, the loader unchanged; strict=True: ValueError
+  plan-early     plan_dataloader publishes each epoch's order before the DataLoader starts its
+                 worker processes (the mount holds the epoch's plan as each worker is started:
+                 a multiprocessing context that looks at .shardfs/plans in Process.start), and
+                 the epoch yields exactly the order published, the same order as the loader
+                 without plans (seeded by SHARDFS_TEST_SEED, 3 epochs each): shuffle=True,
+                 persistent workers, a loader's own generator, DistributedSampler with
+                 set_epoch, a BatchSampler of its own, num_workers=0; two iter() at once; a
+                 publication that fails (a warning; strict: the error before any worker starts)
   install        pip install --no-build-isolation --no-index of a copy of python/ into a target
                  directory (Debian's setuptools, offline): the installed module imports
 
@@ -290,7 +298,189 @@ def group_noplans(env, ck):
             log('%s: strict: %s' % (label, e))
 
 
-GROUPS = {'noplans': group_noplans, 'sampler-local': group_sampler_local,
+class Indexed:
+    """ImageFolder's samples read through the mount: item i is (i, its size), so a batch
+    gives the exact indices the loader yielded; .samples for dataset_paths."""
+
+    def __init__(self, samples):
+        self.samples = samples
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        return i, len(read(self.samples[i][0]))
+
+
+# the plan the mount held (its fnv, or None) as each worker process was started; WATCH['held']
+# tells it (set by group_plan_early)
+WATCH = {'held': None, 'starts': []}
+
+
+def watch_context():
+    """A fork context (as DataLoader uses by default here) whose Process.start first notes
+    the plan the mount holds."""
+    import multiprocessing.context as mpc
+
+    class Proc(mpc.ForkProcess):
+        def start(self):
+            WATCH['starts'].append(WATCH['held']())
+            super().start()
+
+    class Ctx(mpc.ForkContext):
+        Process = Proc
+
+    return Ctx()
+
+
+def check_plan_early(env, ck, mnt):
+    import errno
+    import warnings
+    import torch
+    from torchvision import datasets
+    ds = Indexed(datasets.ImageFolder(mnt).samples)
+    ck.eq('images', len(ds), 48)
+    paths = shardfs.dataset_paths(ds)[1]
+    name = 'pid-%d' % os.getpid()
+    seed = env.seed
+    ctx = watch_context()
+
+    def held():
+        info = shardfs.plans(mnt).get(name)
+        return info and info.fnv
+
+    def fnv(order):
+        return shardfs.plan_fnv([paths[i] for i in order])
+
+    def indices(it):
+        return [int(i) for b, _ in it for i in b]
+
+    WATCH['held'] = held
+    U = torch.utils.data
+    cases = [
+        ('shuffle', 2, lambda: U.DataLoader(ds, batch_size=5, shuffle=True, num_workers=2,
+                                            multiprocessing_context=ctx)),
+        ('persistent', 2, lambda: U.DataLoader(ds, batch_size=5, shuffle=True, num_workers=2,
+                                               persistent_workers=True,
+                                               multiprocessing_context=ctx)),
+        ('own generator', 2, lambda: U.DataLoader(
+            ds, batch_size=6, shuffle=True, num_workers=2, multiprocessing_context=ctx,
+            generator=torch.Generator().manual_seed(seed + 1))),
+        ('distributed', 2, lambda: U.DataLoader(
+            ds, batch_size=4, num_workers=2, multiprocessing_context=ctx,
+            sampler=U.DistributedSampler(ds, num_replicas=2, rank=1, shuffle=True, seed=seed))),
+        ('batch sampler', 2, lambda: U.DataLoader(
+            ds, num_workers=2, multiprocessing_context=ctx,
+            batch_sampler=U.BatchSampler(U.RandomSampler(ds), 7, drop_last=False))),
+        ('no workers', 0, lambda: U.DataLoader(ds, batch_size=5, shuffle=True)),
+    ]
+    for label, workers, make in cases:
+        torch.manual_seed(seed)
+        dl = make()
+        plain = []
+        for e in range(3):
+            if label == 'distributed':
+                dl.batch_sampler.sampler.set_epoch(e)
+            plain.append(indices(dl))
+        torch.manual_seed(seed)
+        dl = make()
+        ps = shardfs.plan_dataloader(dl)
+        for e in range(3):
+            if label == 'distributed':
+                ps.set_epoch(e)
+            WATCH['starts'] = []
+            it = iter(dl)
+            at_iter = list(ps.last_indices or [])
+            if workers:
+                ck.eq('%s, epoch %d: the plan published by iter()' % (label, e), held(),
+                      fnv(at_iter))
+            got = indices(it)
+            starts = WATCH['starts']
+            order = ps.last_indices
+            if workers:
+                ck.ok(order == at_iter, '%s, epoch %d: drawn again in the epoch' % (label, e))
+            if workers == 0 or (label == 'persistent' and e > 0):
+                ck.eq('%s, epoch %d: workers started' % (label, e), len(starts), 0)
+            else:
+                ck.eq('%s, epoch %d: the plan the mount held as each worker started' % (
+                    label, e), starts, [fnv(order)] * workers)
+            ck.eq('%s, epoch %d: yielded the order published' % (label, e), got, order)
+            ck.eq('%s, epoch %d: the plan held' % (label, e), held(), fnv(order))
+            ck.eq('%s, epoch %d: the order without plans (seed %d)' % (label, e, seed), got,
+                  plain[e])
+            if label == 'distributed':
+                ck.eq('%s, epoch %d: DistributedSampler\'s order' % (label, e), got,
+                      list(ps.sampler))
+        del it, dl
+    # two iter() at once: each yields the order it published; the mount holds the second's
+    torch.manual_seed(seed)
+    dl = cases[0][2]()
+    ps = shardfs.plan_dataloader(dl)
+    it1 = iter(dl)
+    o1 = list(ps.last_indices)
+    first = [int(i) for i in next(it1)[0]]
+    it2 = iter(dl)
+    o2 = list(ps.last_indices)
+    ck.eq('two at once: the second\'s plan held', held(), fnv(o2))
+    ck.ok(o1 != o2, 'two at once: two orders')
+    ck.eq('two at once: the first yields its order', first + indices(it1), o1)
+    ck.eq('two at once: the second yields its order', indices(it2), o2)
+    del it1, it2
+    # a publication that fails: a warning and the order yielded; strict: the error, before
+    # any worker is started; then it publishes again
+    control = shardfs.control
+
+    def refuse(mountpoint, line):
+        raise OSError(errno.EIO, 'refused by the test')
+
+    torch.manual_seed(seed)
+    plain = indices(cases[0][2]())
+    torch.manual_seed(seed)
+    dl = cases[0][2]()
+    ps = shardfs.plan_dataloader(dl)
+    shardfs.clear_plan(mnt)
+    shardfs.control = refuse
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter('always')
+            got = indices(dl)
+    finally:
+        shardfs.control = control
+    msgs = [str(x.message) for x in w if 'shardfs' in str(x.message)]
+    ck.ok(len(msgs) == 1 and msgs[0].startswith('shardfs: could not publish the plan to %s: '
+                                                 % mnt), 'refused: warnings %r' % msgs)
+    ck.eq('refused: no plan', (ps.last_plan, held()), (None, None))
+    ck.eq('refused: the order drawn, as without plans', (got, got), (ps.last_indices, plain))
+    dl = cases[0][2]()
+    ps = shardfs.plan_dataloader(dl, name='strict', strict=True)
+    WATCH['starts'] = []
+    shardfs.control = refuse
+    try:
+        iter(dl)
+        ck.fail('strict: no error')
+    except OSError as e:
+        ck.eq('strict: the error', e.errno, errno.EIO)
+    finally:
+        shardfs.control = control
+    ck.eq('strict: workers started before the error', len(WATCH['starts']), 0)
+    it = iter(dl)
+    order = list(ps.last_indices)
+    ck.eq('strict: then published', shardfs.plans(mnt)['strict'].fnv, fnv(order))
+    ck.eq('strict: then yields it', indices(it), order)
+    del it
+    shardfs.clear_plan(mnt, 'strict')
+    ck.eq('plans cleared', shardfs.plans(mnt), {})
+
+
+def group_plan_early(env, ck):
+    need_torch()
+    out = pack_tree(env)
+    with ml.Mount(env, out, cache_dir=env.path('cache'), extra=['--layout', 'imagefolder']) as m:
+        check_plan_early(env, ck, m.mnt)
+
+
+GROUPS = {'noplans': group_noplans, 'plan-early': group_plan_early,
+          'sampler-local': group_sampler_local,
           'sampler-http': group_sampler_http,
           'manifest': group_manifest, 'install': group_install}
 
