@@ -1,21 +1,17 @@
 /*
- * fs_opt.c — command lines as data: each subcommand is a list of option
- * tables (struct fs_opt) with each option's type, the field it fills
- * (offsetof into the command's config struct), its default, its accepted
- * range and its help text. Defaults are applied by parsing each table's
- * default string exactly like a command-line value, before argv, and
- * --help prints the same strings: what the help says is what runs. No
- * other code applies a default to these fields (backend/ and cachetier/
- * take what they are given; they only clamp, as their headers say). The
- * store's and the cache tier's options fill struct backend_config and
- * struct cachetier_config inside struct fs_config (CFG(be.FIELD),
- * CFG(ct.FIELD)), which are handed to backend_open and cachetier_open as
- * they are: nothing copies them field by field.
+ * fs_opt.c — command lines as data: each subcommand is a list of option tables (struct fs_opt)
+ * with each option's type, the field it fills (offsetof into the command's config struct), its
+ * default, its accepted range and its help text. Defaults are applied by parsing each table's
+ * default string exactly like a command-line value, before argv, and --help prints the same
+ * strings: what the help says is what runs. No other code applies a default to these fields
+ * (backend/ and cachetier/ take what they are given; they only clamp, as their headers say). The
+ * store's and the cache tier's options fill struct backend_config and struct cachetier_config
+ * inside struct fs_config (CFG(be.FIELD), CFG(ct.FIELD)), which are handed to backend_open and
+ * cachetier_open as they are: nothing copies them field by field.
  *
- * Values are strict: integers and sizes are digits only (sizes with one
- * optional K, M, G or T suffix, powers of 1024), within the option's range,
- * without overflow; a value that is not accepted is an error naming the
- * option, never a silent wrap-around.
+ * Values are strict: integers and sizes are digits only (sizes with one optional K, M, G or T
+ * suffix, powers of 1024), within the option's range, without overflow; a value that is not
+ * accepted is an error naming the option, never a silent wrap-around.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -765,6 +761,13 @@ int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv,
 			continue;
 		}
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			if (i + 1 < argc) { /* nothing after it, as the client commands' --help */
+				fprintf(stderr,
+					"shardfs: %s: %s takes no arguments after it (see "
+					"'shardfs %s --help')\n",
+					cmd->name, a, cmd->name);
+				return -EINVAL;
+			}
 			fs_opt_usage(cmd, stdout);
 			return 1;
 		}
@@ -823,10 +826,9 @@ static int default_cache_dir(struct fs_config *cfg)
 #define CHUNK_PER_CACHE 8
 #define CHUNK_RULE_MIN	(64u << 10)
 
-/* The most the cache directory's filesystem holds above the reserve the
- * cache tier keeps there (its size less the smaller of --min-free and
- * --min-free-percent of it, as cachetier.c computes it), from the
- * directory or its nearest existing parent; 0: unknown. */
+/* The most the cache directory's filesystem holds above the reserve the cache tier keeps there
+ * (its size less the smaller of --min-free and --min-free-percent of it, as cachetier.c
+ * computes it), from the directory or its nearest existing parent; 0: unknown. */
 static uint64_t cache_disk_room(const struct fs_config *cfg)
 {
 	char path[4096];

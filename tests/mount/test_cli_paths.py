@@ -7,6 +7,9 @@ GROUP:
             argument exits 2 with one line on stderr, nothing on stdout; alone, exit 0. The
             client commands' --help given more (stats, refresh, prefetch, plan, umount): exit 2,
             nothing on stdout. Before: 'shardfs --version extra' printed the version, exit 0.
+            mount, index and pack given anything after --help or -h: exit 2, one exact line,
+            nothing on stdout; a command line that ends in --help (alone, or after a SOURCE)
+            shows the help, exit 0. Before: the help was printed, exit 0.
   paths     a seeded generated class of hostile paths (empty, a newline, a tab, a control byte,
             0x7f, a backslash, bytes that are not UTF-8, UTF-8 kept as is, a component over
             NAME_MAX, a path over PATH_MAX; some made as directories) given to every client
@@ -122,6 +125,19 @@ def group_noargs(env, ck):
             ck.eq('%s %s: stdout' % (cmd, ' '.join(args)), r.stdout, b'')
             ck.ok(r.stderr.startswith(b'usage: shardfs %s ' % cmd.encode()),
                   '%s %s: the usage said: %r' % (cmd, ' '.join(args), r.stderr))
+    for cmd in (b'mount', b'index', b'pack'):
+        for args in ([b'--help', b'x'], [b'-h', b'x'], [b'--help', b'--help'], [b'-h', b''],
+                     [b'--help', b'a\nb'], [b'x', b'--help', b'y']):
+            h = [a for a in args if a in (b'--help', b'-h')][0]
+            r = env.run([os.fsencode(env.shardfs), cmd] + args)
+            one_line(ck, '%s %r' % (cmd.decode(), args), r, 2,
+                     b"shardfs: %s: %s takes no arguments after it (see 'shardfs %s --help')\n"
+                     % (cmd, h, cmd))
+        for args in ([b'--help'], [b'-h'], [b'x', b'--help']):
+            r = env.run([os.fsencode(env.shardfs), cmd] + args)
+            ck.eq('%s %r: exit' % (cmd.decode(), args), (r.returncode, r.stderr), (0, b''))
+            ck.ok(r.stdout.startswith(b'usage: shardfs %s ' % cmd),
+                  '%s %r: the help: %r' % (cmd.decode(), args, r.stdout[:200]))
     r = env.run([env.shardfs, ''])
     one_line(ck, "shardfs ''", r, 2, b"shardfs: COMMAND is empty (see 'shardfs --help')\n")
     r = env.run([os.fsencode(env.shardfs), b'st\nats'])
