@@ -118,28 +118,10 @@ void cachetier__dio_close(struct ct_file *f)
 static int buf_pwritev(int fd, const struct iovec *iov, int n, uint64_t off)
 {
 	struct iovec v[CT_DIO_IOV];
-	int i = 0;
 
 	for (int k = 0; k < n; k++)
 		v[k] = iov[k];
-	while (i < n) {
-		ssize_t w = pwritev(fd, v + i, n - i, (off_t)off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		if (w == 0)
-			return -EIO;
-		off += (uint64_t)w;
-		while (i < n && (size_t)w >= v[i].iov_len)
-			w -= (ssize_t)v[i++].iov_len;
-		if (i < n) {
-			v[i].iov_base = (char *)v[i].iov_base + w;
-			v[i].iov_len -= (size_t)w;
-		}
-	}
-	return 0;
+	return disk_pwritev_all(fd, v, n, off);
 }
 
 /* Job j's bytes to the disk (a pool thread, or the submitter without

@@ -316,30 +316,15 @@ int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_
 			  const struct iovec *iov, int n)
 {
 	struct iovec v[CT_WRITEV_MAX];
-	uint64_t at = off;
-	int i = 0;
+	int err;
 
 	CT_OFF_LOOP();
 	assert(n > 0 && n <= CT_WRITEV_MAX);
 	for (int k = 0; k < n; k++)
 		v[k] = iov[k];
-	while (i < n) { /* a short write (rare) goes on from where it stopped */
-		ssize_t w = pwritev(f->datafd, v + i, n - i, (off_t)at);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		if (w == 0)
-			return -EIO;
-		at += (uint64_t)w;
-		while (i < n && (size_t)w >= v[i].iov_len)
-			w -= (ssize_t)v[i++].iov_len;
-		if (i < n) {
-			v[i].iov_base = (char *)v[i].iov_base + w;
-			v[i].iov_len -= (size_t)w;
-		}
-	}
+	err = disk_pwritev_all(f->datafd, v, n, off); /* a short write goes on */
+	if (err)
+		return err;
 	/* the CRCs after the write: the bytes are in this core's cache now
 	 * (the sink wrote them on another core; read first by the CRC, they
 	 * were read from there twice when the copy found them evicted) */

@@ -54,6 +54,31 @@ int disk_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 	return io_all(IO_PWRITE, fd, (char *)(uintptr_t)buf, len, off);
 }
 
+int disk_pwritev_all(int fd, struct iovec *v, int n, uint64_t off)
+{
+	int i = 0;
+
+	DISK_OFF_LOOP();
+	while (i < n) {
+		ssize_t w = pwritev(fd, v + i, n - i, (off_t)off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		if (w == 0)
+			return -EIO;
+		off += (uint64_t)w;
+		while (i < n && (size_t)w >= v[i].iov_len)
+			w -= (ssize_t)v[i++].iov_len;
+		if (i < n) {
+			v[i].iov_base = (char *)v[i].iov_base + w;
+			v[i].iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
 int disk_pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
 	DISK_OFF_LOOP();

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* ---- little-endian fixed-width fields (unaligned pointers are fine) ---- */
 
@@ -166,6 +167,10 @@ int disk_write_all(int fd, const void *buf, size_t len);
 /* pwrite(2) all of buf at off, retrying short writes and EINTR. 0 or
  * -errno (-EIO: nothing written). */
 int disk_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+/* pwritev(2) all of v[0..n) at off, a short write going on from where it
+ * stopped, EINTR retried; v is changed (the caller's copy). 0 or -errno
+ * (-EIO: nothing written). */
+int disk_pwritev_all(int fd, struct iovec *v, int n, uint64_t off);
 /* pread(2) len bytes at off, retrying short reads and EINTR. 0, -EIO (the
  * file ends first) or -errno. */
 int disk_pread_all(int fd, void *buf, size_t len, uint64_t off);
