@@ -509,29 +509,43 @@ static int pf_join(struct pf_run *r, int argc, char **argv, const char *taken)
 	return rc;
 }
 
-/* The summary: every byte asked is cached already, fetched now, skipped
- * because it did not fit, or missing (failed). The exit status. */
+/* The summary: every byte asked is cached already, fetched now (by this
+ * mount, or by another mount on the same cache directory meanwhile),
+ * skipped because it did not fit, or missing (failed). The exit status. */
 static int pf_summary(const struct pf_run *r)
 {
-	char a[32], b[32], c[32], d[32];
+	char a[32], b[32], c[32], d[32], e[32];
 	uint64_t want = r->s.want, have = r->s.have < want ? r->s.have : want;
 	uint64_t before = r->s.before;
-	uint64_t unfit = r->s.unfit, got, missing;
+	uint64_t unfit = r->s.unfit, got, missing, own, other;
 
 	if (before > have)
 		before = have; /* evicted meanwhile */
 	got = have - before;
+	/* got is what became cached meanwhile, whoever fetched it: this
+	 * mount's own fetch is its bytes_fetched delta (which also counts its
+	 * readers' fetches of other objects: never more than got); the rest
+	 * was fetched by another mount that shares the cache directory */
+	own = got;
+	if (r->have_s0 && r->s.fetched >= r->s0.fetched && r->s.fetched - r->s0.fetched < got)
+		own = r->s.fetched - r->s0.fetched;
+	other = got - own;
 	if (unfit > want - have)
 		unfit = want - have;
 	missing = want - have - unfit;
-	fs_human_bytes(got, a, sizeof(a));
+	fs_human_bytes(own, a, sizeof(a));
 	fs_human_bytes(before, b, sizeof(b));
 	fs_human_bytes(unfit, c, sizeof(c));
 	if (r->s.local && !got && !unfit && have == want) {
 		printf("prefetch: done: nothing fetched, %s read in place (a local source)\n", b);
 		return PF_EXIT_OK;
 	}
-	printf("prefetch: done: %s fetched, %s cached already, %s did not fit", a, b, c);
+	printf("prefetch: done: %s fetched", a);
+	if (other) {
+		fs_human_bytes(other, e, sizeof(e));
+		printf(", %s fetched meanwhile by another mount on the cache directory", e);
+	}
+	printf(", %s cached already, %s did not fit", b, c);
 	if (missing) {
 		fs_human_bytes(missing, d, sizeof(d));
 		uint64_t failed = r->s.errors - (r->have_s0 ? r->s0.errors : 0);

@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""shardfs mount tests: a hostile newcomer's pass (round 12), each finding replayed as a test.
+
+usage: test_hostile12.py SHARDFS GROUP
+GROUP:
+  twomounts  two mounts of one nginx source on one cache directory, each running 'shardfs
+             prefetch' of everything at once (a holding proxy keeps every shard's GET until
+             both have said what they ask, so the two runs overlap whatever the scheduling):
+             both exit 0, and each one's "X fetched" is its own mount's bytes_fetched delta,
+             the two summing to exactly the shard bytes the server sent; the bytes the other
+             mount fetched for it are said apart ("fetched meanwhile by another mount on the
+             cache directory"), exact. Before (fs/tools/fs_prefetch.c at c2d2565): each said
+             "X fetched" of every byte that became cached meanwhile, whoever fetched it: the
+             two reports summed to twice what the server sent.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
+
+log = ml.log
+
+SHARDS = 6
+
+
+class CountingHoldProxy(web.HoldProxy):
+    """A HoldProxy that counts the body bytes of the ranged answers the server sent."""
+
+    def __init__(self, upstream_port, hold_from):
+        self.sent = 0
+        super().__init__(upstream_port, hold_from)
+
+    def _fetch(self, head):
+        status, hdrs, body = super()._fetch(head)
+        if self._range(head) is not None:
+            with self.lock:
+                self.sent += len(body)
+        return status, hdrs, body
+
+
+def human(n):
+    """fs_human_bytes (fs_log.c): binary units, two decimals."""
+    v, u = float(n), 0
+    while v >= 1024 and u < 4:
+        v /= 1024
+        u += 1
+    return ('%.2f %s' if u else '%.0f %s') % (v, ('B', 'KiB', 'MiB', 'GiB', 'TiB')[u])
+
+
+def spawn_prefetch(env, mnt, tag):
+    """'shardfs prefetch MNT' in the background, its output to files: (Popen, out, err)."""
+    out = open(env.path('pf-%s.out' % tag), 'w+b')
+    err = open(env.path('pf-%s.err' % tag), 'w+b')
+    p = subprocess.Popen([env.shardfs, 'prefetch', mnt], stdin=subprocess.DEVNULL,
+                         stdout=out, stderr=err, env=env.env)
+    return p, out, err
+
+
+def said(f, text):
+    f.flush()
+    with open(f.name, 'rb') as g:
+        return text in g.read().decode(errors='replace')
+
+
+def ended(p, out, err):
+    rc = p.wait(timeout=ml.POLL_TIMEOUT)
+    out.seek(0)
+    err.seek(0)
+    o, e = out.read().decode(errors='replace'), err.read().decode(errors='replace')
+    out.close()
+    err.close()
+    log('-> rc=%r stdout=%r stderr=%r' % (rc, o, e))
+    return rc, o, e
+
+
+def group_twomounts(env, ck):
+    if not shutil.which('nginx'):
+        raise ml.Skip('nginx is not installed (sh scripts/install-deps.sh --test)')
+    src = env.path('src')
+    os.makedirs(src)
+    total = 0
+    for i in range(SHARDS):  # each shard one cache unit (1 MiB): fetched whole by one mount
+        p = os.path.join(src, 's%d.tar' % i)
+        ml.write_file(p, ml.tar_bytes([('x.bin', os.urandom(150000 + 8192 * i))]))
+        total += os.path.getsize(p)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = CountingHoldProxy(ng.port, 0)
+    cache = env.path('cache')
+    extra = ['--warm', 'off', '--chunk-size', '1M']
+    a = ml.Mount(env, px.url('json/'), mountpoint=env.path('mnt-a'), cache_dir=cache,
+                 extra=extra)
+    b = ml.Mount(env, px.url('json/'), mountpoint=env.path('mnt-b'), cache_dir=cache,
+                 extra=extra)
+    procs = []
+    try:
+        a.mount()
+        b.mount()
+        f0 = {m.mnt: m.stats()['bytes_fetched'] for m in (a, b)}
+        runs = {}
+        for m, tag in ((a, 'a'), (b, 'b')):
+            runs[m.mnt] = spawn_prefetch(env, m.mnt, tag)
+            procs.append(runs[m.mnt][0])
+            ml.poll(lambda: said(runs[m.mnt][1], ' asked, '),
+                    what='the prefetch of mount %s: its plan' % tag)
+        ck.eq('held: the server sent nothing yet', px.sent, 0)
+        px.release.set()
+        res = {mnt: ended(*r) for mnt, r in runs.items()}
+        delta = {m.mnt: m.stats()['bytes_fetched'] - f0[m.mnt] for m in (a, b)}
+        log('server sent %d, dataset %d, bytes_fetched deltas %r' % (px.sent, total, delta))
+        figures = {}
+        for m, tag in ((a, 'a'), (b, 'b')):
+            rc, out, err = res[m.mnt]
+            ck.eq('mount %s: exit' % tag, rc, 0)
+            ck.eq('mount %s: stderr' % tag, err, '')
+            last = out.splitlines()[-1:]
+            got = re.match(r'prefetch: done: (\S+ \S+) fetched', last[0] if last else '')
+            figures[m.mnt] = got.group(1) if got else None
+            own, other = delta[m.mnt], total - delta[m.mnt]
+            ck.eq('mount %s: its summary' % tag, last, [
+                'prefetch: done: %s fetched%s, 0 B cached already, 0 B did not fit' % (
+                    human(own), ', %s fetched meanwhile by another mount on the cache '
+                    'directory' % human(other) if other else '')])
+            ck.eq('mount %s: "fetched" is its bytes_fetched delta' % tag, figures[m.mnt],
+                  human(own))
+        ck.eq('the two deltas sum to what the server sent', sum(delta.values()), px.sent)
+        ck.eq('the server sent each shard once', px.sent, total)
+        # fs_human_bytes shows 2 decimals: the figures themselves summed, exactly, when each
+        # is the delta above (checked) and the deltas sum to what the server sent (checked)
+        ck.ok(all(figures.values()), 'both reports name a figure: %r' % figures)
+        for m, tag in ((a, 'a'), (b, 'b')):
+            for i in range(SHARDS):
+                with open(os.path.join(src, 's%d.tar' % i), 'rb') as f:
+                    want = f.read()
+                ck.ok(ml.read_all(os.path.join(m.mnt, 's%d.tar' % i)) == want,
+                      'mount %s: s%d.tar read back differs' % (tag, i))
+        ck.eq('read back from the cache: nothing more sent', px.sent, total)
+    finally:
+        px.release.set()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        a.umount(quiet=True)
+        b.umount(quiet=True)
+        px.close()
+        ng.stop()
+
+
+GROUPS = {'twomounts': (group_twomounts, 240)}
+
+
+if __name__ == '__main__':
+    ml.run_groups(GROUPS, __doc__)
