@@ -365,11 +365,28 @@ def _planned_iter(loader):
 _PLANNED = {}  # a DataLoader class -> its subclass with _planned_iter
 
 
+def _planned_new(cls):
+    """A new, empty instance of cls's planned subclass: what a pickled planned loader is
+    made from (its state is then restored as any object's)."""
+    return cls.__new__(_planned_class(cls))
+
+
+def _planned_reduce_ex(self, protocol):
+    """Pickle a planned loader as its loader class (which pickle finds by name: the planned
+    subclass is made at run time and shares that name) and _planned_new, so pickle.loads,
+    copy.deepcopy and spawn-start processes give a loader that still publishes its plans."""
+    base = type(self)._shardfs_base
+    r = super(type(self), self).__reduce_ex__(max(protocol, 2))
+    return (_planned_new, (base,)) + tuple(r[2:])
+
+
 def _planned_class(cls):
     sub = _PLANNED.get(cls)
     if sub is None:
         sub = _PLANNED[cls] = type(cls.__name__, (cls,), {'__iter__': _planned_iter,
                                                           '__module__': cls.__module__,
+                                                          '__reduce_ex__': _planned_reduce_ex,
+                                                          '_shardfs_base': cls,
                                                           '_shardfs_planned': True})
     return sub
 

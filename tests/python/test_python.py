@@ -27,6 +27,12 @@ GROUP:
                  persistent workers, a loader's own generator, DistributedSampler with
                  set_epoch, a BatchSampler of its own, num_workers=0; two iter() at once; a
                  publication that fails (a warning; strict: the error before any worker starts)
+  pickle         a DataLoader wrapped by plan_dataloader survives pickle.dumps/loads (every
+                 protocol) and copy.deepcopy: the same planned class (still named DataLoader),
+                 its PlanSampler inside its batch sampler, and an epoch of the copy with
+                 multiprocessing_context='spawn' (2 workers) yields the order it published, the
+                 same as the loader without plans (same seed). Before (python/shardfs at
+                 c2d2565): PicklingError, the planned subclass shared DataLoader's name
   install        pip install --no-build-isolation --no-index of a copy of python/ into a target
                  directory (Debian's setuptools, offline): the installed module imports
 
@@ -472,6 +478,67 @@ def check_plan_early(env, ck, mnt):
     ck.eq('plans cleared', shardfs.plans(mnt), {})
 
 
+def check_pickle(env, ck, mnt):
+    import copy
+    import pickle
+    import torch
+    from torchvision import datasets
+    ds = Indexed(datasets.ImageFolder(mnt).samples)
+    paths = shardfs.dataset_paths(ds)[1]
+    name = 'pid-%d' % os.getpid()
+    U = torch.utils.data
+
+    def make():
+        return U.DataLoader(ds, batch_size=5, shuffle=True, num_workers=2,
+                            multiprocessing_context='spawn')
+
+    def indices(it):
+        return [int(i) for b, _ in it for i in b]
+
+    torch.manual_seed(env.seed)
+    plain = indices(make())
+    dl = make()
+    shardfs.plan_dataloader(dl)
+    copies = []
+    for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+        try:
+            copies.append(('pickle protocol %d' % proto,
+                           pickle.loads(pickle.dumps(dl, protocol=proto))))
+        except Exception as e:  # noqa: BLE001 (the finding: PicklingError)
+            ck.fail('pickle protocol %d: %s: %s' % (proto, type(e).__name__, e))
+    try:
+        copies.append(('deepcopy', copy.deepcopy(dl)))
+    except Exception as e:  # noqa: BLE001
+        ck.fail('deepcopy: %s: %s' % (type(e).__name__, e))
+    for label, c in copies:
+        ck.eq('%s: the class' % label, (type(c) is type(dl), type(c).__name__,
+                                        isinstance(c, U.DataLoader)), (True, 'DataLoader', True))
+        ps = getattr(c, '_shardfs_plan', None)
+        ck.ok(isinstance(ps, shardfs.PlanSampler) and c.batch_sampler.sampler is ps,
+              '%s: its PlanSampler is not its batch sampler\'s sampler' % label)
+    # an epoch of the last pickled copy, spawn-started workers: the order it published
+    c = copies[-2][1] if len(copies) > 1 else None
+    if c is None:
+        return
+    torch.manual_seed(env.seed)
+    got = indices(c)
+    order = c._shardfs_plan.last_indices
+    ck.eq('spawn epoch of the copy: yielded the order published', got, order)
+    info = shardfs.plans(mnt).get(name)
+    ck.eq('spawn epoch of the copy: the plan held', info and info.fnv,
+          shardfs.plan_fnv([paths[i] for i in order or []]))
+    ck.eq('spawn epoch of the copy: the order without plans (seed %d)' % env.seed, got, plain)
+    ck.eq('spawn epoch of the copy: every image', sorted(got), list(range(len(ds))))
+    shardfs.clear_plan(mnt)
+
+
+def group_pickle(env, ck):
+    need_torch()
+    out = pack_tree(env)
+    with ml.Mount(env, out, cache_dir=env.path('cache'), extra=['--layout', 'imagefolder']) as m:
+        check_pickle(env, ck, m.mnt)
+
+
 def group_plan_early(env, ck):
     need_torch()
     out = pack_tree(env)
@@ -479,7 +546,7 @@ def group_plan_early(env, ck):
         check_plan_early(env, ck, m.mnt)
 
 
-GROUPS = {'noplans': group_noplans, 'plan-early': group_plan_early,
+GROUPS = {'noplans': group_noplans, 'plan-early': group_plan_early, 'pickle': group_pickle,
           'sampler-local': group_sampler_local,
           'sampler-http': group_sampler_http,
           'manifest': group_manifest, 'install': group_install}
