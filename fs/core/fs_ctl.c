@@ -135,9 +135,12 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 	struct fs_warm_progress wp;
 
 	memset(s, 0, sizeof(*s));
+	/* what a prefetch has cached before bytes_fetched: a unit counted
+	 * there is counted in bytes_fetched too when this mount filled it, so
+	 * 'shardfs prefetch' can tell its own fetches from another mount's */
+	prefetch_progress(fs, &s->pf);
 	cachetier_get_stats(fs->ct, &s->cs);
 	backend_get_stats(fs->be, &s->bs);
-	prefetch_progress(fs, &s->pf);
 	fs_plan_totals(fs, &s->plan);
 	fetch_link_get(fs->fetch, &s->link);
 	cachetier_batch_stats(fs->ct, &s->batch);

@@ -263,14 +263,18 @@ static int pf_report(const struct pf_run *r, double secs, double since_print)
 	if (since_print < (r->tty ? 0.25 : 5) && !r->ended)
 		return 0;
 	/* the rate of what this run fetched from the store, not of what was
-	 * cached already */
+	 * cached already; all of it cached with nothing fetched here is
+	 * "already cached" only when it was so as the run began: else another
+	 * mount on the cache directory fetched it meanwhile (pf_summary) */
 	if (!r->have_s0)
 		rate_s[0] = '\0'; /* what this run fetched is not known */
 	else if (s->fetched <= r->s0.fetched)
 		snprintf(rate_s, sizeof(rate_s), "%s",
-			 s->have >= s->want ? (s->local ? "" : "already cached")
-			 : r->ended	    ? ""
-					    : "waiting for the store");
+			 s->have < s->want ? (r->ended ? "" : "waiting for the store")
+			 : s->local	   ? ""
+			 : s->before >= s->want
+			     ? "already cached"
+			     : "fetched by another mount on the cache directory");
 	else
 		rate = pf_rate(s->fetched - r->s0.fetched, secs, rate_s, sizeof(rate_s));
 	fs_human_bytes(s->have, have_str, sizeof(have_str));

@@ -12,6 +12,13 @@ GROUP:
              cache directory"), exact. Before (fs/tools/fs_prefetch.c at c2d2565): each said
              "X fetched" of every byte that became cached meanwhile, whoever fetched it: the
              two reports summed to twice what the server sent.
+  shared     the same two mounts, 'shardfs prefetch' of one shard on both, the second begun
+             (its plan said: 0 B of it cached) while the first mount's fill of it is held, then
+             released: the shard is fetched once, by the first (bytes_fetched: its size and
+             0); the second's last progress line says the bytes were fetched by another mount
+             on the cache directory, not "already cached" (they were not, as it began), and
+             its summary says so (exact lines); the member exact through both. Before
+             (fs/tools/fs_prefetch.c at fc6351c): the progress line said "already cached".
 """
 import os
 import re
@@ -151,7 +158,72 @@ def group_twomounts(env, ck):
         ng.stop()
 
 
-GROUPS = {'twomounts': (group_twomounts, 240)}
+def group_shared(env, ck):
+    if not shutil.which('nginx'):
+        raise ml.Skip('nginx is not installed (sh scripts/install-deps.sh --test)')
+    src = env.path('src')
+    os.makedirs(src)
+    data = os.urandom(300000)  # one shard of one fill (under a 1M chunk)
+    ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('x.bin', data)]))
+    size = human(os.path.getsize(os.path.join(src, 's0.tar')))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = CountingHoldProxy(ng.port, 0)
+    cache = env.path('cache')
+    extra = ['--warm', 'off', '--chunk-size', '1M', '--prefetch-shards', '0']
+    a = ml.Mount(env, px.url('json/'), mountpoint=env.path('mnt-a'), cache_dir=cache,
+                 extra=extra)
+    b = ml.Mount(env, px.url('json/'), mountpoint=env.path('mnt-b'), cache_dir=cache,
+                 extra=extra)
+    procs = []
+    try:
+        a.mount()
+        b.mount()
+        pa = spawn_prefetch(env, a.mnt, 'a')
+        procs.append(pa[0])
+        ml.poll(lambda: said(pa[1], ' asked, ') and a.stats()['fills_inflight'] >= 1,
+                what='the first mount\'s fill, held')
+        pb = spawn_prefetch(env, b.mnt, 'b')
+        procs.append(pb[0])
+        ml.poll(lambda: said(pb[1], ' asked, '), what='the second mount\'s plan')
+        ck.eq('held: both still run', (pa[0].poll(), pb[0].poll()), (None, None))
+        px.release.set()
+        rc_a, out_a, err_a = ended(*pa)
+        rc_b, out_b, err_b = ended(*pb)
+        ck.eq('the first: exit, stderr', (rc_a, err_a), (0, ''))
+        ck.eq('the second: exit, stderr', (rc_b, err_b), (0, ''))
+        ck.eq('the shard fetched once, by the first mount',
+              (a.stats()['bytes_fetched'], b.stats()['bytes_fetched'], px.sent),
+              (os.path.getsize(os.path.join(src, 's0.tar')), 0,
+               os.path.getsize(os.path.join(src, 's0.tar'))))
+        ck.eq('the first\'s summary', out_a.splitlines()[-1:],
+              ['prefetch: done: %s fetched, 0 B cached already, 0 B did not fit' % size])
+        lines = out_b.splitlines()
+        ck.eq('the second\'s plan', lines[:1],
+              ['prefetch: %s asked, 0 B of it cached; the cache (--cache-size 20.00 GiB) has '
+               'room for 20.00 GiB more' % size])
+        ck.eq('the second\'s last progress line', lines[-2:-1],
+              ['prefetch: %s of %s cached, fetched by another mount on the cache directory'
+               % (size, size)])
+        ck.eq('the second\'s summary', lines[-1:],
+              ['prefetch: done: 0 B fetched, %s fetched meanwhile by another mount on the cache '
+               'directory, 0 B cached already, 0 B did not fit' % size])
+        ck.eq('no line of the second says "already cached"', 'already cached' in out_b, False)
+        for m in (a, b):
+            ck.ok(ml.read_all(os.path.join(m.mnt, 's0', 'x.bin')) == data,
+                  '%s: the member read back differs' % m.mnt)
+    finally:
+        px.release.set()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        a.umount(quiet=True)
+        b.umount(quiet=True)
+        px.close()
+        ng.stop()
+
+
+GROUPS = {'twomounts': (group_twomounts, 240), 'shared': (group_shared, 240)}
 
 
 if __name__ == '__main__':
