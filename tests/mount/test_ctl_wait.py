@@ -42,6 +42,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import hostile  # noqa: E402
 from shardfs_test import web  # noqa: E402
 
 log = ml.log
@@ -87,16 +88,7 @@ def spawn_prefetch(env, mnt, tag, prefix=()):
     return p, out, err
 
 
-def ended(p, out, err):
-    """Wait for a spawned command: (exit status, stdout, stderr)."""
-    rc = p.wait(timeout=ml.POLL_TIMEOUT)
-    out.seek(0)
-    err.seek(0)
-    o, e = out.read().decode(errors='replace'), err.read().decode(errors='replace')
-    out.close()
-    err.close()
-    log('-> rc=%r stdout=%r stderr=%r' % (rc, o, e))
-    return rc, o, e
+ended = hostile.ended  # wait for a spawned command: (exit status, stdout, stderr)
 
 
 def waits_past(m, n):
@@ -348,11 +340,7 @@ def spawn_prefetch_paths(env, mnt, tag, names):
     return p, out, err
 
 
-def said(f, text):
-    """Whether file object f (a spawned command's output) holds text yet."""
-    f.flush()
-    with open(f.name, 'rb') as g:
-        return text in g.read().decode(errors='replace')
+said = hostile.said  # whether a spawned command's output file holds text yet
 
 
 def group_second_prefetch(env, ck):
@@ -438,13 +426,7 @@ def group_second_prefetch(env, ck):
         ng.stop()
 
 
-def human(n):
-    """fs_human_bytes (fs_log.c): binary units, two decimals."""
-    v, u = float(n), 0
-    while v >= 1024 and u < 4:
-        v /= 1024
-        u += 1
-    return ('%.2f %s' if u else '%.0f %s') % (v, ('B', 'KiB', 'MiB', 'GiB', 'TiB')[u])
+human = hostile.human  # fs_human_bytes (fs_log.c)
 
 
 GROUPS = {'umount-prefetch': (group_umount_prefetch, 240),

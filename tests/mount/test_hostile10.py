@@ -55,6 +55,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import hostile  # noqa: E402
 from shardfs_test import web  # noqa: E402
 
 log = ml.log
@@ -66,17 +67,6 @@ HINT = ('; name one this user can write with --cache-dir DIR (in fstab: cache-di
 CONNS_MAX = 1024
 PF_DEFAULT = 32
 PAIRS = 12  # generated (connections, prefetch-connections) pairs
-
-
-def make_source(env, n=2):
-    src = env.path('src')
-    os.makedirs(src)
-    for i in range(n):
-        with open(os.path.join(src, 's%d.tar' % i), 'wb') as f:
-            f.write(ml.tar_bytes([('m%d.bin' % i, bytes([65 + i]) * (70000 + i))]))
-    os.chmod(env.tmp, 0o755)
-    os.chmod(src, 0o755)
-    return src
 
 
 def run_refused(env, ck, label, cmd, rc, want):
@@ -100,10 +90,7 @@ def pf_refusal(cmd, pf, conns):
 def mounts_ok(env, ck, label, src, mnt, extra):
     """'shardfs mount' with extra exits 0 and the mount reads back exact; unmounted after."""
     m = ml.Mount(env, src, mountpoint=mnt, cache_dir=env.path('cache'), extra=extra)
-    try:
-        m.mount()
-    except ml.MountError as e:
-        ck.fail('%s: mount failed: %s' % (label, e))
+    if not hostile.mount_or_fail(ck, label, m):
         return
     try:
         with open(os.path.join(mnt, 's1', 'm1.bin'), 'rb') as f:
@@ -113,7 +100,7 @@ def mounts_ok(env, ck, label, src, mnt, extra):
 
 
 def group_prefetch_conns(env, ck):
-    src = make_source(env)
+    src = hostile.make_source(env)
     mnt = env.path('mnt')
     os.makedirs(mnt)
     mount = [env.shardfs, 'mount', '--cache-dir', env.path('cache')]
@@ -167,7 +154,7 @@ def group_prefetch_conns(env, ck):
 
 
 def group_cachedir_link(env, ck):
-    src = make_source(env)
+    src = hostile.make_source(env)
     mnt = env.path('mnt')
     os.makedirs(mnt)
     missing = env.path('missing')
@@ -240,7 +227,7 @@ def cachegone_mount(env, ng, cache):
 
 
 def group_cachegone_read(env, ck):
-    src = make_source(env, 3)
+    src = hostile.make_source(env, 3)
     cache = env.path('cache')
     ng = web.Nginx(env.path('nginx'), src).start()
     try:
@@ -284,7 +271,7 @@ def group_cachegone_read(env, ck):
 
 
 def group_cachegone(env, ck):
-    src = make_source(env, 3)
+    src = hostile.make_source(env, 3)
     cache = env.path('cache')
     ng = web.Nginx(env.path('nginx'), src).start()
     try:
@@ -314,7 +301,7 @@ def group_cachegone(env, ck):
 def group_fulldisk_flusher(env, ck):
     if os.geteuid() != 0:
         raise ml.Skip('needs root (a tmpfs)', 'host')
-    src = make_source(env, 3)
+    src = hostile.make_source(env, 3)
     disk = env.path('disk')
     ng = web.Nginx(env.path('nginx'), src).start()
     try:
@@ -418,7 +405,7 @@ def group_warm_room(env, ck):
 
 
 def group_prefetch_empty(env, ck):
-    src = make_source(env, 3)
+    src = hostile.make_source(env, 3)
     ng = web.Nginx(env.path('nginx'), src).start()
     try:
         m = cachegone_mount(env, ng, env.path('cache'))

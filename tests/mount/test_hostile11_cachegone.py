@@ -20,32 +20,11 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import hostile  # noqa: E402
 from shardfs_test import web  # noqa: E402
 
 log = ml.log
-
-
-def make_source(env, n):
-    src = env.path('src')
-    os.makedirs(src)
-    for i in range(n):
-        with open(os.path.join(src, 's%d.tar' % i), 'wb') as f:
-            f.write(ml.tar_bytes([('m%d.bin' % i, bytes([65 + i]) * (70000 + i))]))
-    os.chmod(env.tmp, 0o755)
-    os.chmod(src, 0o755)
-    return src
-
-
-def run(env, ck, label, cmd, rc, out, err):
-    """cmd exits rc, prints exactly out on stdout (None: not checked) and err on stderr."""
-    r = env.run(cmd, timeout=60)
-    o = r.stdout.decode(errors='replace')
-    e = r.stderr.decode(errors='replace')
-    log('%s: rc=%r\n  stdout %r\n  stderr %r' % (label, r.returncode, o, e))
-    ck.eq('%s: exit' % label, r.returncode, rc)
-    if out is not None:
-        ck.eq('%s: stdout' % label, o, out)
-    ck.eq('%s: stderr' % label, e, err)
+run = hostile.run_exact  # cmd's exit, stdout and stderr, exactly
 
 
 def gone_line(cmd, st, mnt):
@@ -55,7 +34,7 @@ def gone_line(cmd, st, mnt):
 
 
 def group_client(env, ck):
-    src = make_source(env, 3)
+    src = hostile.make_source(env, 3)
     cache = env.path('cache')
     ng = web.Nginx(env.path('nginx'), src).start()
     try:

@@ -15,6 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import hostile  # noqa: E402
 from shardfs_test import web  # noqa: E402
 
 log = ml.log
@@ -28,22 +29,9 @@ DIRECT = ('shardfs: warning: --direct-fills is for remote sources: a local sourc
 OPTS = ['--get-batch', 'auto', '--no-sign', '--direct-fills', 'prefetch']
 
 
-def make_source(env):
-    src = env.path('src')
-    os.makedirs(src)
-    with open(os.path.join(src, 's0.tar'), 'wb') as f:
-        f.write(ml.tar_bytes([('m0.bin', b'A' * 70000)]))
-    os.chmod(env.tmp, 0o755)
-    os.chmod(src, 0o755)
-    return src
-
-
 def mounted_says(env, ck, label, source, extra, want):
     m = ml.Mount(env, source, cache_dir=env.path('cache'), extra=['--warm', 'off'] + extra)
-    try:
-        m.mount()
-    except ml.MountError as e:
-        ck.fail('%s: mount failed: %s' % (label, e))
+    if not hostile.mount_or_fail(ck, label, m):
         return
     try:
         log('%s: stderr %r' % (label, m.stderr))
@@ -55,7 +43,7 @@ def mounted_says(env, ck, label, source, extra, want):
 
 
 def group_unused(env, ck):
-    src = make_source(env)
+    src = hostile.make_source(env, 1)
     mounted_says(env, ck, 'local, defaults', src, [], '')
     mounted_says(env, ck, 'local, all three', src, OPTS, GET_BATCH + NO_SIGN + DIRECT)
     ng = web.Nginx(env.path('nginx'), src).start()

@@ -20,37 +20,21 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import hostile  # noqa: E402
 from shardfs_test import web  # noqa: E402
 
 log = ml.log
-
-
-def make_source(env, n):
-    src = env.path('src')
-    os.makedirs(src)
-    for i in range(n):
-        with open(os.path.join(src, 's%d.tar' % i), 'wb') as f:
-            f.write(ml.tar_bytes([('m%d.bin' % i, bytes([65 + i]) * (70000 + i))]))
-    os.chmod(env.tmp, 0o755)
-    os.chmod(src, 0o755)
-    return src
 
 
 def plan(env, ck, label, mnt, lines, rc, out, err):
     p = env.path('plan-%s.txt' % label.replace(' ', '-'))
     with open(p, 'w') as f:
         f.write(''.join(ln + '\n' for ln in lines))
-    r = env.run([env.shardfs, 'plan', mnt, p], timeout=60)
-    o = r.stdout.decode(errors='replace')
-    e = r.stderr.decode(errors='replace')
-    log('%s: rc=%r\n  stdout %r\n  stderr %r' % (label, r.returncode, o, e))
-    ck.eq('%s: exit' % label, r.returncode, rc)
-    ck.eq('%s: stdout' % label, o, out)
-    ck.eq('%s: stderr' % label, e, err)
+    hostile.run_exact(env, ck, label, [env.shardfs, 'plan', mnt, p], rc, out, err)
 
 
 def group_storedown(env, ck):
-    src = make_source(env, 3)
+    src = hostile.make_source(env, 3)
     ng = web.Nginx(env.path('nginx'), src).start()
     try:
         m = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),

@@ -23,11 +23,11 @@ GROUP:
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import hostile  # noqa: E402
 from shardfs_test import web  # noqa: E402
 
 log = ml.log
@@ -48,41 +48,6 @@ class CountingHoldProxy(web.HoldProxy):
             with self.lock:
                 self.sent += len(body)
         return status, hdrs, body
-
-
-def human(n):
-    """fs_human_bytes (fs_log.c): binary units, two decimals."""
-    v, u = float(n), 0
-    while v >= 1024 and u < 4:
-        v /= 1024
-        u += 1
-    return ('%.2f %s' if u else '%.0f %s') % (v, ('B', 'KiB', 'MiB', 'GiB', 'TiB')[u])
-
-
-def spawn_prefetch(env, mnt, tag):
-    """'shardfs prefetch MNT' in the background, its output to files: (Popen, out, err)."""
-    out = open(env.path('pf-%s.out' % tag), 'w+b')
-    err = open(env.path('pf-%s.err' % tag), 'w+b')
-    p = subprocess.Popen([env.shardfs, 'prefetch', mnt], stdin=subprocess.DEVNULL,
-                         stdout=out, stderr=err, env=env.env)
-    return p, out, err
-
-
-def said(f, text):
-    f.flush()
-    with open(f.name, 'rb') as g:
-        return text in g.read().decode(errors='replace')
-
-
-def ended(p, out, err):
-    rc = p.wait(timeout=ml.POLL_TIMEOUT)
-    out.seek(0)
-    err.seek(0)
-    o, e = out.read().decode(errors='replace'), err.read().decode(errors='replace')
-    out.close()
-    err.close()
-    log('-> rc=%r stdout=%r stderr=%r' % (rc, o, e))
-    return rc, o, e
 
 
 def group_twomounts(env, ck):
@@ -110,13 +75,13 @@ def group_twomounts(env, ck):
         f0 = {m.mnt: m.stats()['bytes_fetched'] for m in (a, b)}
         runs = {}
         for m, tag in ((a, 'a'), (b, 'b')):
-            runs[m.mnt] = spawn_prefetch(env, m.mnt, tag)
+            runs[m.mnt] = hostile.spawn(env, 'pf-%s' % tag, [env.shardfs, 'prefetch', m.mnt])
             procs.append(runs[m.mnt][0])
-            ml.poll(lambda: said(runs[m.mnt][1], ' asked, '),
+            ml.poll(lambda: hostile.said(runs[m.mnt][1], ' asked, '),
                     what='the prefetch of mount %s: its plan' % tag)
         ck.eq('held: the server sent nothing yet', px.sent, 0)
         px.release.set()
-        res = {mnt: ended(*r) for mnt, r in runs.items()}
+        res = {mnt: hostile.ended(*r) for mnt, r in runs.items()}
         delta = {m.mnt: m.stats()['bytes_fetched'] - f0[m.mnt] for m in (a, b)}
         log('server sent %d, dataset %d, bytes_fetched deltas %r' % (px.sent, total, delta))
         figures = {}
@@ -130,10 +95,10 @@ def group_twomounts(env, ck):
             own, other = delta[m.mnt], total - delta[m.mnt]
             ck.eq('mount %s: its summary' % tag, last, [
                 'prefetch: done: %s fetched%s, 0 B cached already, 0 B did not fit' % (
-                    human(own), ', %s fetched meanwhile by another mount on the cache '
-                    'directory' % human(other) if other else '')])
+                    hostile.human(own), ', %s fetched meanwhile by another mount on the cache '
+                    'directory' % hostile.human(other) if other else '')])
             ck.eq('mount %s: "fetched" is its bytes_fetched delta' % tag, figures[m.mnt],
-                  human(own))
+                  hostile.human(own))
         ck.eq('the two deltas sum to what the server sent', sum(delta.values()), px.sent)
         ck.eq('the server sent each shard once', px.sent, total)
         # fs_human_bytes shows 2 decimals: the figures themselves summed, exactly, when each

@@ -23,6 +23,9 @@ Modules (import the ones you need; none is imported here):
               steps, Pins (held paths) against another process's drop_caches
   planread    planned reads over sidecar-indexed shards: the shards and members' extents, their
               bytes, a SlowProxy's shard GETs and hold, a plan file written and published
+  hostile     the hostile passes' (tests/mount/test_hostile1*.py) source of small shards, a client
+              command checked exactly, a mount that must succeed, spawned commands followed
+              (test_ctl_wait.py uses those too)
   linkemu     the link emulator of tests/bench and the link tests: Emu starts the C one
               (tests/lib/linkemu.c); the Python one it replaced stays as the reference (also a
               script): a directory, or an S3 bucket of pattern keys (S3 mode)
