@@ -130,7 +130,7 @@ def group_shared(env, ck):
     os.makedirs(src)
     data = os.urandom(300000)  # one shard of one fill (under a 1M chunk)
     ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('x.bin', data)]))
-    size = human(os.path.getsize(os.path.join(src, 's0.tar')))
+    size = hostile.human(os.path.getsize(os.path.join(src, 's0.tar')))
     ng = web.Nginx(env.path('nginx'), src).start()
     px = CountingHoldProxy(ng.port, 0)
     cache = env.path('cache')
@@ -143,17 +143,17 @@ def group_shared(env, ck):
     try:
         a.mount()
         b.mount()
-        pa = spawn_prefetch(env, a.mnt, 'a')
+        pa = hostile.spawn(env, 'pf-a', [env.shardfs, 'prefetch', a.mnt])
         procs.append(pa[0])
-        ml.poll(lambda: said(pa[1], ' asked, ') and a.stats()['fills_inflight'] >= 1,
+        ml.poll(lambda: hostile.said(pa[1], ' asked, ') and a.stats()['fills_inflight'] >= 1,
                 what='the first mount\'s fill, held')
-        pb = spawn_prefetch(env, b.mnt, 'b')
+        pb = hostile.spawn(env, 'pf-b', [env.shardfs, 'prefetch', b.mnt])
         procs.append(pb[0])
-        ml.poll(lambda: said(pb[1], ' asked, '), what='the second mount\'s plan')
+        ml.poll(lambda: hostile.said(pb[1], ' asked, '), what='the second mount\'s plan')
         ck.eq('held: both still run', (pa[0].poll(), pb[0].poll()), (None, None))
         px.release.set()
-        rc_a, out_a, err_a = ended(*pa)
-        rc_b, out_b, err_b = ended(*pb)
+        rc_a, out_a, err_a = hostile.ended(*pa)
+        rc_b, out_b, err_b = hostile.ended(*pb)
         ck.eq('the first: exit, stderr', (rc_a, err_a), (0, ''))
         ck.eq('the second: exit, stderr', (rc_b, err_b), (0, ''))
         ck.eq('the shard fetched once, by the first mount',
