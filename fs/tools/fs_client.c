@@ -82,6 +82,16 @@ void fs_client_say_not_usable(const char *path, const struct fs_mnt *m, int err)
 		fprintf(stderr, "shardfs: %s: %s\n", FS_Q(path), strerror(err));
 }
 
+void fs_client_say_lost(const char *lead, const char *mnt, int err)
+{
+	fputs(lead, stderr);
+	if (err == -ENOTCONN)
+		fs_say_dead_mount(FS_Q(mnt));
+	else
+		fprintf(stderr, "shardfs: lost the mount at %s: %s\n", FS_Q(mnt),
+			strerror(err < 0 ? -err : EIO));
+}
+
 /* fs_client_say_cache_gone on a stats document already read. */
 static int say_cache_gone(const char *cmd, const char *mnt, const struct fs_stats_doc *stats)
 {
@@ -370,8 +380,9 @@ int fs_refresh_main(int argc, char **argv)
 		fs_client_say_cache_gone("refresh", m.dir);
 		return 1;
 	}
-	if (refresh_counts(m.dir, after) < 0) {
-		fprintf(stderr, "shardfs: lost the mount at %s\n", FS_Q(argv[0]));
+	err = refresh_counts(m.dir, after);
+	if (err < 0) {
+		fs_client_say_lost("", argv[0], err);
 		return 1;
 	}
 	printf("refreshed %s: %" PRIu64 " new, %" PRIu64 " removed, %" PRIu64 " changed; %" PRIu64

@@ -20,6 +20,11 @@ int fs_client_usage(int *argcp, char ***argvp, const char *synopsis, const char 
 /* Say why the mount m (as path names it) cannot be used; err: the errno
  * of the attempt. */
 void fs_client_say_not_usable(const char *path, const struct fs_mnt *m, int err);
+/* A command lost the mount at mnt while it followed it (err: the negative
+ * errno of the read that failed): a daemon gone (killed) is said as
+ * 'shardfs stats' says it, with what cleans up; lead: printed first (a
+ * newline after a progress bar, or ""). */
+void fs_client_say_lost(const char *lead, const char *mnt, int err);
 
 /* The shardfs mount at path: 0 when it answers; else 1 after saying why
  * not. */

@@ -357,11 +357,12 @@ static int pf_follow(struct pf_run *r)
 		if (pf_stop_sig)
 			return pf_stopped(r);
 		/* the first time, the counters the plan was said from */
-		if (!first && pf_stats_read(r->mnt, s) < 0) {
+		int err = first ? 0 : pf_stats_read(r->mnt, s);
+
+		if (err < 0) {
 			if (pf_stop_sig) /* the read was interrupted */
 				return pf_stopped(r);
-			fprintf(stderr, "%sshardfs: lost the mount at %s\n", r->tty ? "\n" : "",
-				FS_Q(r->mnt));
+			fs_client_say_lost(r->tty ? "\n" : "", r->mnt, err);
 			return PF_EXIT_ERR;
 		}
 		if (s->run != r->run) {
@@ -569,7 +570,7 @@ int fs_prefetch_main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = pf_on_signal};
 	struct fs_mnt m;
 	char path[PATH_MAX + 32], *mnt, *taken;
-	int fd, rc, sent, f;
+	int fd, rc, sent, f, err = 0;
 
 	rc = fs_client_usage(
 	    &argc, &argv, "prefetch MOUNTPOINT [PATH...]",
@@ -632,10 +633,10 @@ int fs_prefetch_main(int argc, char **argv)
 	/* kept open for the waits: 'shardfs umount' finds this command by it
 	 * and asks it to leave (umount-notice) */
 	r.ctl = fd;
-	if (!sent || pf_stats_read(mnt, &r.s) < 0) {
+	if (!sent || (err = pf_stats_read(mnt, &r.s)) < 0) {
 		/* none sent: the mount's progress would be of other prefetches */
 		if (sent)
-			fprintf(stderr, "shardfs: lost the mount at %s\n", FS_Q(mnt));
+			fs_client_say_lost("", mnt, err);
 		rc = sent ? PF_EXIT_ERR : rc;
 		goto out;
 	}

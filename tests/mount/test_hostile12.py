@@ -19,6 +19,12 @@ GROUP:
              on the cache directory, not "already cached" (they were not, as it began), and
              its summary says so (exact lines); the member exact through both. Before
              (fs/tools/fs_prefetch.c at fc6351c): the progress line said "already cached".
+  killed     'shardfs prefetch' of a shard whose fill a holding proxy keeps, the daemon then
+             killed (SIGKILL): the command exits 1 saying the mount's daemon is gone and that
+             'shardfs umount MNT' cleans up (exact, as 'shardfs stats' says it), which then
+             exits 0; a remount's prefetch fetches the shard (exit 0, its summary exact) and
+             the member reads exact. Before (fs/tools at fc6351c): 'shardfs: lost the mount at
+             MNT', nothing on why or what to do.
 """
 import os
 import re
@@ -188,7 +194,64 @@ def group_shared(env, ck):
         ng.stop()
 
 
-GROUPS = {'twomounts': (group_twomounts, 240), 'shared': (group_shared, 240)}
+def group_killed(env, ck):
+    if not shutil.which('nginx'):
+        raise ml.Skip('nginx is not installed (sh scripts/install-deps.sh --test)')
+    src = env.path('src')
+    os.makedirs(src)
+    data = os.urandom(300000)
+    ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('x.bin', data)]))
+    size = os.path.getsize(os.path.join(src, 's0.tar'))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = CountingHoldProxy(ng.port, 0)
+    cache, mnt = env.path('cache'), env.path('mnt')
+    extra = ['--warm', 'off', '--chunk-size', '1M', '--prefetch-shards', '0']
+    m = ml.Mount(env, px.url('json/'), mountpoint=mnt, cache_dir=cache, extra=extra)
+    procs = []
+    try:
+        m.mount()
+        pid = ml.daemons_for(env.shardfs, mnt)
+        ck.eq('one daemon', len(pid), 1)
+        p = hostile.spawn(env, 'pf-killed', [env.shardfs, 'prefetch', mnt])
+        procs.append(p[0])
+        ml.poll(lambda: hostile.said(p[1], ' asked, ') and m.stats()['fills_inflight'] >= 1,
+                what='the prefetch\'s fill, held')
+        ml.kill_daemon(env, pid[0], 9)
+        rc, out, err = hostile.ended(*p)
+        ck.eq('the prefetch of a killed daemon: exit, stderr', (rc, err), (
+            1, 'shardfs: the daemon of %s is gone (the mount answers "Transport endpoint is '
+            'not connected"); \'shardfs umount %s\' cleans up\n' % (mnt, mnt)))
+        r = env.run([env.shardfs, 'umount', mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+        ck.eq('shardfs umount: exit', r.returncode, 0)
+        ck.eq('unmounted', ml.is_mounted(mnt), False)
+        m.umount(quiet=True)
+        px.release.set()
+        m2 = ml.Mount(env, px.url('json/'), mountpoint=mnt, cache_dir=cache, extra=extra)
+        m2.mount()
+        try:
+            r = env.run([env.shardfs, 'prefetch', mnt], timeout=ml.POLL_TIMEOUT, files=True)
+            out = r.stdout.decode(errors='replace')
+            ck.eq('remount: prefetch exit', r.returncode, 0)
+            ck.eq('remount: its summary', out.splitlines()[-1:],
+                  ['prefetch: done: %s fetched, 0 B cached already, 0 B did not fit'
+                   % hostile.human(size)])
+            ck.ok(ml.read_all(os.path.join(mnt, 's0', 'x.bin')) == data,
+                  'remount: the member read back differs')
+        finally:
+            m2.umount()
+    finally:
+        px.release.set()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        m.umount(quiet=True)
+        px.close()
+        ng.stop()
+
+
+GROUPS = {'twomounts': (group_twomounts, 240), 'shared': (group_shared, 240),
+          'killed': (group_killed, 240)}
 
 
 if __name__ == '__main__':
