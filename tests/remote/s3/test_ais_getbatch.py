@@ -852,6 +852,67 @@ def case_stagecut(env, ck, c):
         c.world.ais.moss_cut_member = None
 
 
+def held_window(ck, c, m, label, while_, held, others, st0, a0, over, release, more=None):
+    """stagehead's and stageopen's common end: with the window's shard `held` held back
+    (`over()` true once it is not), the `others` paths are read on a thread of the test
+    (bounded by the poll) from the stage with exact bytes; `release` (an Event) set, the held
+    shard's paths are exact from the stage; the window's exact counts once it ended: 1 request,
+    1 HEAD per shard (stand-in, mount), no stale object, every path and its header read from
+    the stage, no object GET, miss, fallback, failed span or read error (and, while it is
+    held, 1 HEAD per shard at the stand-in, the held one counted); `more`, a stand-in
+    counter and its count, e.g. ('moss_paused', 1)."""
+    got = {}
+
+    def read_others():
+        for path, _, _, _, _ in others:
+            try:
+                got[path] = ml.read_all(os.path.join(m.mnt, path))
+            except OSError as e:
+                got[path] = e
+
+    t = threading.Thread(target=read_others, daemon=True)
+    t.start()
+    done = ml.poll(lambda: not t.is_alive())
+    a1, st1 = c.ais(), m.stats()
+    ck.ok(done and not over(), '%s: the other shards\' paths read %s' % (label, while_))
+    ck.eq('%s: HEADs at the stand-in %s (the held one counted)' % (label, while_),
+          a1.get('s3_head', 0) - a0.get('s3_head', 0), NSHARDS)
+    ck.eq('%s: the other shards\' paths with wrong bytes' % label,
+          sum(1 for x in others if got.get(x[0]) != x[4]), 0)
+    ck.eq('%s: bytes read from the stage %s (the other shards\' paths and their header '
+          'checks; none of the held shard\'s)' % (label, while_),
+          st1['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+          sum(x[3] + 512 for x in others))
+    release.set()
+    t.join(30)
+    bad = sum(1 for x in c.plan if x[1] == held and
+              ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
+    ck.eq('%s: the held shard\'s paths with wrong bytes' % label, bad, 0)
+    # the window adds its requests and HEADs to the counters when it ends, after its spans
+    # were served: wait for them (the exact counts checked below)
+    st2 = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
+                  {'plan_batch_heads': st0['plan_batch_heads'] + NSHARDS})
+    a2 = c.ais()
+    names = 'HEADs (stand-in, mount), requests, stale objects' + (
+        ', ' + more[0] if more else '')
+    want = (NSHARDS, NSHARDS, 1, 0) + ((more[1],) if more else ())
+    ck.eq('%s: %s' % (label, names),
+          (a2.get('s3_head', 0) - a0.get('s3_head', 0),
+           st2['plan_batch_heads'] - st0['plan_batch_heads'],
+           st2['plan_batch_requests'] - st0['plan_batch_requests'],
+           st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects']) +
+          ((a2.get(more[0], 0) - a0.get(more[0], 0),) if more else ()), want)
+    ck.eq('%s: bytes read from the stage: every path and its header check' % label,
+          st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+          sum(x[3] + 512 for x in c.plan))
+    ck.eq('%s: object GETs, misses, fallbacks, failed spans, read errors' % label,
+          (a2.get('redirects', 0) - a0.get('redirects', 0),
+           st2['cache_misses'] - st0['cache_misses'],
+           st2['plan_stage_fallbacks'] - st0['plan_stage_fallbacks'],
+           st2['plan_stage_failed'] - st0['plan_stage_failed'],
+           st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+
+
 def case_stagehead(env, ck, c):
     """'stage''s mount with the HEAD of one shard held at the stand-in (head_hold): the shard
     whose last item of the window comes first in the plan's order (so it settles first, and
@@ -867,14 +928,6 @@ def case_stagehead(env, ck, c):
     hold = {'match': PREFIX + held, 'reached': threading.Event(), 'go': threading.Event(),
             'left': threading.Event()}
     others = [x for x in c.plan if x[1] != held]
-    got = {}
-
-    def read_others():
-        for path, _, _, _, _ in others:
-            try:
-                got[path] = ml.read_all(os.path.join(m.mnt, path))
-            except OSError as e:
-                got[path] = e
 
     c.world.ais.head_hold = hold
     try:
@@ -882,46 +935,9 @@ def case_stagehead(env, ck, c):
             st0, a0 = c.publish(ck, m, 'stagehead')
             ck.ok(ml.poll(hold['reached'].is_set),
                   'stagehead: the held shard\'s HEAD reached the stand-in')
-            t = threading.Thread(target=read_others, daemon=True)
-            t.start()
             # the usual bound (the stand-in holds the HEAD for up to 120 s)
-            done = ml.poll(lambda: not t.is_alive())
-            a1, st1 = c.ais(), m.stats()
-            ck.ok(done and not hold['left'].is_set(),
-                  'stagehead: the other shards\' paths read while the held HEAD lasts')
-            ck.eq('stagehead: HEADs at the stand-in while it lasts (the held one counted)',
-                  a1.get('s3_head', 0) - a0.get('s3_head', 0), NSHARDS)
-            ck.eq('stagehead: the other shards\' paths with wrong bytes',
-                  sum(1 for x in others if got.get(x[0]) != x[4]), 0)
-            ck.eq('stagehead: bytes read from the stage while it lasts (the other shards\' '
-                  'paths and their header checks)',
-                  st1['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
-                  sum(x[3] + 512 for x in others))
-            hold['go'].set()
-            t.join(30)
-            bad = sum(1 for x in c.plan if x[1] == held and
-                      ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
-            ck.eq('stagehead: the held shard\'s paths with wrong bytes', bad, 0)
-            # the window adds its requests and HEADs to the counters when it ends, after
-            # its spans were served: wait for them (the exact counts checked below)
-            st2 = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
-                          {'plan_batch_heads': st0['plan_batch_heads'] + NSHARDS})
-            a2 = c.ais()
-            ck.eq('stagehead: HEADs (stand-in, mount), requests, stale objects',
-                  (a2.get('s3_head', 0) - a0.get('s3_head', 0),
-                   st2['plan_batch_heads'] - st0['plan_batch_heads'],
-                   st2['plan_batch_requests'] - st0['plan_batch_requests'],
-                   st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects']),
-                  (NSHARDS, NSHARDS, 1, 0))
-            ck.eq('stagehead: bytes read from the stage: every path and its header check',
-                  st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
-                  sum(x[3] + 512 for x in c.plan))
-            ck.eq('stagehead: object GETs, misses, fallbacks, failed spans, read errors',
-                  (a2.get('redirects', 0) - a0.get('redirects', 0),
-                   st2['cache_misses'] - st0['cache_misses'],
-                   st2['plan_stage_fallbacks'] - st0['plan_stage_fallbacks'],
-                   st2['plan_stage_failed'] - st0['plan_stage_failed'],
-                   st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+            held_window(ck, c, m, 'stagehead', 'while the held HEAD lasts', held, others, st0,
+                        a0, lambda: hold['left'].is_set(), hold['go'])
     finally:
         c.world.ais.head_hold = None
         hold['go'].set()
@@ -936,14 +952,6 @@ def case_stageopen(env, ck, c):
     held = c.plan[-1][1]
     pause = {'reached': threading.Event(), 'go': threading.Event()}
     others = [x for x in c.plan if x[1] != held]
-    got = {}
-
-    def read_others():
-        for path, _, _, _, _ in others:
-            try:
-                got[path] = ml.read_all(os.path.join(m.mnt, path))
-            except OSError as e:
-                got[path] = e
 
     c.world.ais.moss_pause = pause
     try:
@@ -954,50 +962,14 @@ def case_stageopen(env, ck, c):
             ck.ok(ml.poll(pause['reached'].is_set),
                   'stageopen: the answer paused in the middle of its last item')
             heads = ml.poll(lambda: c.ais().get('s3_head', 0) - a0.get('s3_head', 0) >= NSHARDS)
-            a1, sth = c.ais(), m.stats()
+            sth = m.stats()
             ck.ok(heads and not pause['go'].is_set(),
                   'stageopen: every shard\'s HEAD reached the stand-in while it is paused')
-            ck.eq('stageopen: HEADs at the stand-in while it is paused',
-                  a1.get('s3_head', 0) - a0.get('s3_head', 0), NSHARDS)
             ck.eq('stageopen: failed items, failed spans while it is paused',
                   (sth['plan_batch_failed_items'] - st0['plan_batch_failed_items'],
                    sth['plan_stage_failed'] - st0['plan_stage_failed']), (0, 0))
-            t = threading.Thread(target=read_others, daemon=True)
-            t.start()
-            done = ml.poll(lambda: not t.is_alive())
-            st1 = m.stats()
-            ck.ok(done and not pause['go'].is_set(),
-                  'stageopen: the other shards\' paths read while it is paused')
-            ck.eq('stageopen: the other shards\' paths with wrong bytes',
-                  sum(1 for x in others if got.get(x[0]) != x[4]), 0)
-            ck.eq('stageopen: bytes read from the stage while it is paused (the other shards\' '
-                  'paths and their header checks; none of S\'s)',
-                  st1['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
-                  sum(x[3] + 512 for x in others))
-            pause['go'].set()
-            t.join(30)
-            bad = sum(1 for x in c.plan if x[1] == held and
-                      ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
-            ck.eq('stageopen: S\'s paths with wrong bytes', bad, 0)
-            st2 = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
-                          {'plan_batch_heads': st0['plan_batch_heads'] + NSHARDS})
-            a2 = c.ais()
-            ck.eq('stageopen: HEADs (stand-in, mount), requests, answers paused, stale objects',
-                  (a2.get('s3_head', 0) - a0.get('s3_head', 0),
-                   st2['plan_batch_heads'] - st0['plan_batch_heads'],
-                   st2['plan_batch_requests'] - st0['plan_batch_requests'],
-                   a2.get('moss_paused', 0) - a0.get('moss_paused', 0),
-                   st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects']),
-                  (NSHARDS, NSHARDS, 1, 1, 0))
-            ck.eq('stageopen: bytes read from the stage: every path and its header check',
-                  st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
-                  sum(x[3] + 512 for x in c.plan))
-            ck.eq('stageopen: object GETs, misses, fallbacks, failed spans, read errors',
-                  (a2.get('redirects', 0) - a0.get('redirects', 0),
-                   st2['cache_misses'] - st0['cache_misses'],
-                   st2['plan_stage_fallbacks'] - st0['plan_stage_fallbacks'],
-                   st2['plan_stage_failed'] - st0['plan_stage_failed'],
-                   st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+            held_window(ck, c, m, 'stageopen', 'while it is paused', held, others, st0, a0,
+                        pause['go'].is_set, pause['go'], ('moss_paused', 1))
     finally:
         c.world.ais.moss_pause = None
         pause['go'].set()
