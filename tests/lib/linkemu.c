@@ -44,7 +44,8 @@
  * their start after the delay to their last byte on the link, summed), moss_inflight (now:
  * started, not all sent; linkemu_ais.c), moss_draining (of those, handed to the kernel with
  * bytes still queued), moss_inflight_max, redirects,
- * s3_head, s3_get, s3_head_ms, unsupported.
+ * s3_head (HEADs answered at the target), s3_get, s3_head_ms, unsupported, head_redirects
+ * (HEADs the proxy sent to the target: AIStore's S3 HEAD is a 307).
  *
  * Prints "port N" on stdout (and writes N to --port-file, by rename) once it listens; runs until
  * killed (SIGTERM). A request head over 16 KiB gets 431, a malformed one 400, then the

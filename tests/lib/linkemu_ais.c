@@ -4,7 +4,9 @@
  * What shardfs_test.s3servers.AisStandIn answers in root mode with no fault armed, for the
  * benches (its CPython costs a store's CPU on the client's cores): under /s3/BUCKET the
  * listing (ListObjectsV2, one page of at most 1000 keys: more is 501) and HEAD of the files
- * under --root; GET /v1/objects/BUCKET/KEY redirected (307) to /KEY on this server; GetBatch
+ * under --root, a HEAD as AIStore's proxy answers it (a 307 to the target, this server with
+ * dt=t1, which answers it: two answers, each after the delay; counted head_redirects, then
+ * s3_head); GET /v1/objects/BUCKET/KEY redirected (307) to /KEY on this server; GetBatch
  * (GET /v1/ml/moss/BUCKET?provider=ais, a JSON body) as AIStore documents it: the proxy's 307
  * to dt=t1, then the target's TAR stream (chunked, one member per entry in order, named
  * OBJNAME with onob else BUCKET/OBJNAME, USTAR headers byte for byte as AisStandIn's; a
@@ -32,7 +34,7 @@
 static struct {
 	uint64_t moss_requests, moss_redirects, moss_items, moss_missing, moss_refused;
 	uint64_t moss_ns, moss_inflight, moss_inflight_max, redirects, s3_head, s3_get;
-	uint64_t s3_head_ns, unsupported;
+	uint64_t s3_head_ns, unsupported, head_redirects;
 } st;
 
 /* A GetBatch answer ends when its last byte has left for the client, not when it was handed to
@@ -892,6 +894,17 @@ int serve_ais(struct conn *c, const char *path, const char *qs, const char *raw)
 			ais_listing(c, bucket, qs);
 			return 1;
 		}
+		size_t dn;
+		if (sl && sl[1] && !query_raw(qs, "dt", &dn)) {
+			/* the proxy: AIStore's S3 HEAD of an object is a 307 to the target that
+			 * holds it (ais/prxs3.go headObjS3, by default), which answers it */
+			st.head_redirects++;
+			char loc[8192 + 128];
+			snprintf(loc, sizeof loc, "Location: http://127.0.0.1:%ld%s?%s%sdt=t1\r\n",
+				 cfg.port, raw, qs ? qs : "", qs && *qs ? "&" : "");
+			resp_head(c, 307, loc, 0);
+			return 1;
+		}
 		st.s3_head++;
 		c->kind = K_HEAD;
 		c->t0 = now_ns();
@@ -984,9 +997,9 @@ void ais_stats(struct buf *b)
 		", \"moss_inflight\": %" PRIu64 ", \"moss_draining\": %zu"
 		", \"moss_inflight_max\": %" PRIu64 ", \"redirects\": %" PRIu64
 		", \"s3_head\": %" PRIu64 ", \"s3_get\": %" PRIu64 ", \"s3_head_ms\": %.3f"
-		", \"unsupported\": %" PRIu64,
+		", \"unsupported\": %" PRIu64 ", \"head_redirects\": %" PRIu64,
 		st.moss_requests, st.moss_redirects, st.moss_items, st.moss_missing,
 		st.moss_refused, st.moss_ns / 1000000, st.moss_inflight, ndrain,
 		st.moss_inflight_max, st.redirects, st.s3_head, st.s3_get,
-		(double)st.s3_head_ns / 1e6, st.unsupported);
+		(double)st.s3_head_ns / 1e6, st.unsupported, st.head_redirects);
 }

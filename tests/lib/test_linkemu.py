@@ -591,8 +591,15 @@ def group_ais(env, ck):
         # HEAD, listing, object redirects
         cl, pc = Client(emu.port), Client(py.port)
         for k in ('a.tar', 'sub/c.bin', 'gone.tar'):
-            code, h, body = cl.req('HEAD', '/s3/bench/' + quote(k))
-            pcode, ph, _ = pc.req('HEAD', '/s3/bench/' + quote(k))
+            # the proxy's 307 to the target, as AIStore's S3 HEAD (missing objects too: the
+            # proxy does not look), then the target's answer
+            for cli, port, impl in ((cl, emu.port, 'C'), (pc, py.port, 'AisStandIn')):
+                code, h, body = cli.req('HEAD', '/s3/bench/' + quote(k))
+                ck.eq('HEAD %s at the proxy (%s): a 307 to the target' % (k, impl),
+                      (code, h.get('location'), body),
+                      (307, 'http://127.0.0.1:%d/s3/bench/%s?dt=t1' % (port, quote(k)), b''))
+            code, h, body = cl.req('HEAD', '/s3/bench/' + quote(k) + '?dt=t1')
+            pcode, ph, _ = pc.req('HEAD', '/s3/bench/' + quote(k) + '?dt=t1')
             ck.eq('HEAD %s' % k, (code, h.get('etag'), h.get('content-length'),
                                   h.get('last-modified'), body),
                   (pcode, ph.get('etag'), ph.get('content-length'), ph.get('last-modified'),
@@ -624,13 +631,14 @@ def group_ais(env, ck):
         stc, stp = emu.stats(), dict(py.stats)
         # the C side answered every target request twice (pipelined, then split)
         for k, twice in (('moss_requests', 2), ('moss_items', 2), ('moss_missing', 2),
-                         ('moss_refused', 2), ('moss_redirects', 1), ('s3_head', 1)):
+                         ('moss_refused', 2), ('moss_redirects', 1), ('s3_head', 1),
+                         ('head_redirects', 1)):
             ck.eq('stats %s: %d x AisStandIn\'s' % (k, twice), stc.get(k),
                   twice * stp.get(k, 0))
         ck.eq('stats: exact counts', [stc[k] for k in (
             'moss_requests', 'moss_redirects', 'moss_items', 'moss_missing', 'moss_refused',
-            's3_head', 's3_get', 'redirects', 'moss_inflight_max')],
-            [2 * len(cases), 1, 2 * (5 + 2 + 2), 2, 2 * 7, 3, 3, 1, 1])
+            's3_head', 's3_get', 'redirects', 'moss_inflight_max', 'head_redirects')],
+            [2 * len(cases), 1, 2 * (5 + 2 + 2), 2, 2 * 7, 3, 3, 1, 1, 3])
         moss_concurrent(env, ck, root, a)
     finally:
         py.stop()

@@ -15,7 +15,9 @@
   (bytes=-N) is refused with 400 and counted: shardfs must never send one.
 - AisStandIn: a STAND-IN for an AIStore proxy, because AIStore itself is not installable here.
   It implements only what backend_ais.c uses: the S3-compatible listing and HEAD under /s3/
-  (forwarded to s3rver) and the native GET /v1/objects/BUCKET/KEY, answered with a 307 redirect
+  (forwarded to s3rver; a HEAD of an object first answered with a 307 to the "target", this
+  server with dt=t1, as AIStore's proxy answers its S3 HEAD by default: counted head_redirects,
+  then s3_head at the target) and the native GET /v1/objects/BUCKET/KEY, answered with a 307 redirect
   to the object's URL on s3rver (the "target"), as an AIStore proxy does; and GetBatch
   (GET /v1/ml/moss/BUCKET with a JSON body) as AIStore's docs/get_batch.md documents it
   (AisStandIn says which parts).
@@ -368,6 +370,18 @@ class _AisHandler(_Handler):
         if self.headers.get('Authorization'):
             owner.count('authorization_seen')
         if u.path.startswith('/s3/'):
+            q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
+            if self.command == 'HEAD' and u.path.find('/', 4) > 0 and 'dt' not in q:
+                # the proxy: AIStore's S3 HEAD of an object is a 307 to the target that holds
+                # it (ais/prxs3.go headObjS3, by default), which answers it
+                owner.count('head_redirects')
+                loc = 'http://127.0.0.1:%d%s?%s' % (owner.port, u.path, (
+                    u.query + '&' if u.query else '') + 'dt=t1')
+                self.send_simple(307, b'', 'text/plain', extra=[('Location', loc)])
+                return
+            if 'dt' in q:  # the target's: the store behind it knows no dt
+                u = u._replace(query='&'.join(x for x in u.query.split('&')
+                                              if x.partition('=')[0] != 'dt'))
             owner.count('s3_' + self.command.lower())
             if self.command == 'HEAD':
                 owner.head_enter(u.path)

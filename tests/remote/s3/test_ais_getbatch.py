@@ -13,7 +13,8 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            exactly two HEADs per object (each has several items: the version rule sends one
            after an object's first item and one after its last, however the items arrive; the
            mount's plan_batch_heads the same, none shared: the first request of a window sends
-           its own); the units fetched are exactly the
+           its own; each HEAD through the proxy's 307 to the target, as AIStore's S3 HEAD goes,
+           and answered there); the units fetched are exactly the
            planned ones; reading the 30 paths in plan order sends no object GET, misses nothing
            and returns the shards' exact bytes
   windows  a lookahead of 256K: several windows (3 or more), those after the first while the
@@ -48,7 +49,8 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            under the old index; shards 0 and 1 exact
   stage    --cache-size 64K (less than any path: the stage takes every span) and --chunk-size
            16K (each path a span of its own): the window is one GetBatch request of the 30
-           paths (each with its tar header) into the stage's memory, 1 HEAD per shard (the
+           paths (each with its tar header) into the stage's memory, 1 HEAD per shard, each
+           through the proxy's 307 (the
            staged windows' version rule: one HEAD per object of the window, sent once all its
            items there arrived), exact staged bytes; no fill, no byte written to
            the cache, no eviction, no punch, no miss, no object GET; every path read from the
@@ -273,6 +275,8 @@ def case_epoch(env, ck, c):
         ck.eq('epoch: the model\'s HEADs (each shard has 2 items or more)', heads, 2 * NSHARDS)
         ck.eq('epoch: HEADs as the items arrive: min(items, 2) per object',
               a1.get('s3_head', 0) - a0.get('s3_head', 0), heads)
+        ck.eq('epoch: HEADs redirected by the proxy (one per HEAD, as AIStore\'s S3 HEAD)',
+              a1.get('head_redirects', 0) - a0.get('head_redirects', 0), heads)
         # the window's one request is its first (urgent): its own HEADs, none shared
         ck.eq('epoch: the mount\'s HEADs, shared, waits',
               (st['plan_batch_heads'] - st0['plan_batch_heads'],
@@ -639,6 +643,9 @@ def case_stage(env, ck, c):
         ck.eq('stage: HEADs: one per shard of the window (stand-in, mount), none shared',
               (a1.get('s3_head', 0) - a0.get('s3_head', 0), d['plan_batch_heads'],
                d['plan_batch_heads_shared']), (NSHARDS, NSHARDS, 0))
+        # each through the proxy's 307 to the target, as AIStore's S3 HEAD goes
+        ck.eq('stage: HEADs redirected by the proxy (one per HEAD)',
+              a1.get('head_redirects', 0) - a0.get('head_redirects', 0), NSHARDS)
         ck.eq('stage: object GETs', a1.get('redirects', 0) - a0.get('redirects', 0), 0)
         ck.eq('stage: nothing written to the cache (fills, bytes fetched, batch bytes kept)',
               (d['fills'], d['bytes_fetched'], d['plan_batch_bytes']), (0, 0, 0))
