@@ -377,6 +377,10 @@ const struct ctl_counter fs_ctl_counters[] = {
     {"plan_paths", "paths in the plans now (found in the mount)", G, SNAP(plan.paths)},
     {"plan_missing", "paths of the plans now that were not found and are skipped", G,
      SNAP(plan.missing)},
+    {"plan_failed",
+     "paths of the plans now whose lookup failed (their shard could not be read or indexed) "
+     "and are skipped",
+     G, SNAP(plan.failed)},
     {"plan_bytes", "bytes behind the paths of the plans now", G, SNAP(plan.bytes)},
     {"plan_read", "paths of the plans now that were read", G, SNAP(plan.read)},
     {"plan_position",

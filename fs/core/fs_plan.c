@@ -330,7 +330,7 @@ struct plan_reader {
 	uint64_t lineno;		/* of the line being read, from 1 */
 	uint64_t lines[PLAN_LOG_LINES]; /* line numbers of the first paths not found */
 	uint32_t not_found;		/* paths that name nothing (of p->missing) */
-	uint32_t failed;		/* paths whose lookup failed (lookup_failed) */
+	uint32_t failed;		/* paths whose lookup failed (p->failed) */
 	int failed_err;			/* the first one's errno */
 	const struct fs_op_stop *stop;	/* or NULL */
 	uid_t uid;			/* the sender's: the file opened with its rights */
@@ -355,8 +355,8 @@ static size_t mount_prefix(const struct fs *fs, const char *path, size_t len)
 /* A lookup's error that says the path could not be looked up, not that
  * it names nothing: its shard could not be read or indexed (a store down,
  * a cache directory removed, a shard too large to decode). Such a path is
- * missing from the plan as one that names nothing is (.shardfs/plans
- * counts both), but the log says which. */
+ * skipped as one that names nothing is, but counted apart (.shardfs/plans'
+ * failed, not missing) and the log says which. */
 static int lookup_failed(int err)
 {
 	return err == -EIO || err == -EFBIG || err == -EPROTO || err == -ESTALE ||
@@ -385,9 +385,11 @@ static int plan_line(struct plan_reader *r)
 		if (!r->overlong && lookup_failed(err)) {
 			if (!r->failed++)
 				r->failed_err = -err;
-		} else if (r->not_found++ < PLAN_LOG_LINES) {
-			r->lines[r->not_found - 1] = r->lineno;
+			p->failed++;
+			return 0;
 		}
+		if (r->not_found++ < PLAN_LOG_LINES)
+			r->lines[r->not_found - 1] = r->lineno;
 		p->missing++;
 		return 0;
 	}
@@ -798,6 +800,7 @@ void fs_plan_get_info(const struct fs_plan *p, struct fs_plan_info *i)
 	i->pid = p->pid;
 	i->paths = p->n;
 	i->missing = p->missing + plan_gone(p);
+	i->failed = p->failed;
 	i->read = atomic_load_explicit(&p->nread, memory_order_relaxed);
 	i->position = atomic_load_explicit(&p->position, memory_order_relaxed);
 	i->bytes = p->bytes;
@@ -838,6 +841,7 @@ void fs_plan_totals(struct fs *fs, struct fs_plan_totals *t)
 		t->plans++;
 		t->paths += i.paths;
 		t->missing += i.missing;
+		t->failed += i.failed;
 		t->read += i.read;
 		t->position += i.position;
 		t->bytes += i.bytes;
@@ -891,16 +895,17 @@ int fs_plan_render(struct fs *fs, char **buf, size_t *len)
 			fs_plan_put(ps[k]);
 		return -ENOMEM;
 	}
-	l = (size_t)snprintf(b, cap, "name\tpid\tpaths\tmissing\tread\tposition\tbytes\tfnv\n");
+	l = (size_t)snprintf(b, cap,
+			     "name\tpid\tpaths\tmissing\tfailed\tread\tposition\tbytes\tfnv\n");
 	for (size_t k = 0; k < n; k++) {
 		struct fs_plan_info i;
 
 		fs_plan_get_info(ps[k], &i);
 		l += (size_t)snprintf(b + l, cap - l,
 				      "%s\t%ld\t%" PRIu32 "\t%" PRIu32 "\t%" PRIu32 "\t%" PRIu32
-				      "\t%" PRIu64 "\t%016" PRIx64 "\n",
-				      i.name, (long)i.pid, i.paths, i.missing, i.read, i.position,
-				      i.bytes, i.fnv);
+				      "\t%" PRIu32 "\t%" PRIu64 "\t%016" PRIx64 "\n",
+				      i.name, (long)i.pid, i.paths, i.missing, i.failed, i.read,
+				      i.position, i.bytes, i.fnv);
 		fs_plan_put(ps[k]);
 	}
 	*buf = b;

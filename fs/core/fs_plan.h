@@ -65,8 +65,11 @@ struct fs_plan_info {
 	pid_t pid;	   /* who sent it: the thread id of the request (its process's
 			    * pid for a single-threaded sender) */
 	uint32_t paths;	   /* extents (paths found), in reading order */
-	uint32_t missing;  /* paths of the file that were skipped, and planned paths
-			    * whose object the source removed since (a refresh) */
+	uint32_t missing;  /* paths of the file that name nothing in the mount
+			    * (skipped), and planned paths whose object the source
+			    * removed since (a refresh) */
+	uint32_t failed;   /* paths of the file whose lookup failed (skipped): their
+			    * shard could not be read or indexed */
 	uint32_t read;	   /* extents marked read */
 	uint32_t position; /* 1 + index of the furthest extent read (0: none read) */
 	uint64_t bytes;	   /* sum of the extents' len */
@@ -143,7 +146,7 @@ void fs_plan_fetch_start(struct fs *fs);
 int fs_plan_fetch_stop(struct fs *fs); /* fs_thread_stop's result */
 /* Sums over the plans now, for stats. */
 struct fs_plan_totals {
-	uint64_t plans, paths, missing, read, position, bytes;
+	uint64_t plans, paths, missing, failed, read, position, bytes;
 };
 void fs_plan_totals(struct fs *fs, struct fs_plan_totals *t);
 /* .shardfs/plans: one line per plan (fs_plan_info's fields). */

@@ -54,7 +54,7 @@ struct fs_plan {
 	pid_t pid;
 	uint64_t seq; /* publish order: when the array is full the lowest goes */
 	struct fs_plan_extent *ext;
-	uint32_t n, missing;
+	uint32_t n, missing, failed; /* failed: paths whose lookup failed */
 	uint64_t bytes, fnv;
 	/* key -> its first extent: open addressing over nslots (a power of
 	 * 2), a slot holds an extent index + 1 (0: empty); next[i] is the

@@ -393,9 +393,10 @@ int fs_refresh_main(int argc, char **argv)
 	return 0;
 }
 
-/* The line of plan name in MOUNTPOINT/.shardfs/plans, printed as a
- * summary (*missing: its paths not in the mount): 0, or -ENOENT when
- * there is none. */
+/* The line of plan name in MOUNTPOINT/.shardfs/plans (name, pid, paths,
+ * missing, failed, read, position, bytes, fnv), printed as a summary
+ * (*missing: its paths skipped, not in the mount or whose lookup failed):
+ * 0, or -ENOENT when there is none. */
 static int plan_say(const char *mnt, const char *name, uint64_t *missing)
 {
 	char *text = fs_mnt_read_ctl(mnt, "plans"), *line, *save = NULL;
@@ -404,20 +405,25 @@ static int plan_say(const char *mnt, const char *name, uint64_t *missing)
 	if (!text)
 		return -errno;
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *f[8], *s2 = NULL;
+		char *f[9], *s2 = NULL;
 		int n = 0;
 
-		for (char *t = strtok_r(line, "\t", &s2); t && n < 8; t = strtok_r(NULL, "\t", &s2))
+		for (char *t = strtok_r(line, "\t", &s2); t && n < 9; t = strtok_r(NULL, "\t", &s2))
 			f[n++] = t;
-		if (n == 8 && strcmp(f[0], name) == 0) {
+		if (n == 9 && strcmp(f[0], name) == 0) {
 			char human[32];
-			uint64_t bytes = strtoull(f[6], NULL, 10);
+			uint64_t bytes = strtoull(f[7], NULL, 10);
+			uint64_t failed = strtoull(f[4], NULL, 10);
 
 			fs_human_bytes(bytes, human, sizeof(human));
-			*missing = strtoull(f[3], NULL, 10);
-			printf("plan '%s': %s path%s, %s; %s path%s not in the mount (skipped)\n",
+			*missing = strtoull(f[3], NULL, 10) + failed;
+			printf("plan '%s': %s path%s, %s; %s path%s not in the mount (skipped)",
 			       name, f[2], strcmp(f[2], "1") == 0 ? "" : "s", human, f[3],
 			       strcmp(f[3], "1") == 0 ? "" : "s");
+			if (failed)
+				printf("; %" PRIu64 " %s could not be looked up (skipped)", failed,
+				       fs_plural(failed, "path", "paths"));
+			printf("\n");
 			err = 0;
 			break;
 		}
@@ -480,9 +486,11 @@ static int plan_args(int argc, char **argv, struct plan_args *a)
 			    "behind it and keeps them in that order under\n"
 			    "NAME (default: 'default'); a later plan with the same NAME\n"
 			    "replaces it, other names are kept (several readers, several jobs).\n"
-			    "Paths not in the mount are skipped and counted. Reads of planned\n"
+			    "Paths not in the mount are skipped and counted, and so are paths\n"
+			    "whose shard could not be read or indexed, apart. Reads of planned\n"
 			    "paths advance the plan (stats: plans, plan_paths, plan_missing,\n"
-			    "plan_hits; MOUNTPOINT/.shardfs/plans). --clear drops plan NAME.\n"
+			    "plan_failed, plan_hits; MOUNTPOINT/.shardfs/plans). --clear drops\n"
+			    "plan NAME.\n"
 			    "A relative FILE is taken from the current directory; the mount\n"
 			    "reads it with the rights of the user who sends the plan (its\n"
 			    "daemon's user must be able to reach it too). The shards the\n"

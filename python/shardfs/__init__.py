@@ -31,9 +31,11 @@ FS_CTL_IOC = (_IOC_WRITE << 30) | (FS_CTL_IOC_LEN << 16) | (ord('S') << 8) | 0x0
 PLAN_NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-')
 
 PlanInfo = collections.namedtuple(
-    'PlanInfo', 'name pid paths missing read position bytes fnv')
+    'PlanInfo', 'name pid paths missing failed read position bytes fnv')
 PlanInfo.__doc__ = """A line of .shardfs/plans: the plan's name, the pid that published it,
-its paths found in the mount and those skipped (missing), how many were read, its position
+its paths found in the mount, those skipped because they name nothing in it (missing) and those
+skipped because their lookup failed (failed: the shard could not be read or indexed, a store
+down), how many were read, its position
 (1 + the index of the furthest path read; 0: none), the bytes behind its paths, and the FNV-1a
 64 of its found paths (plan_fnv)."""
 
@@ -118,12 +120,16 @@ def plans(mountpoint):
     """{name: PlanInfo} of the plans the mount holds now (.shardfs/plans)."""
     with open(os.path.join(mountpoint, '.shardfs', 'plans'), 'rb') as f:
         text = f.read().decode()
+    lines = text.split('\n')
+    head = lines[0].split('\t')
     out = {}
-    for line in text.split('\n')[1:]:
+    for line in lines[1:]:
         f = line.split('\t')
-        if len(f) != 8:
+        if len(f) != len(head):
             continue  # the blanks that pad the file
-        out[f[0]] = PlanInfo(f[0], *[int(x) for x in f[1:7]], int(f[7], 16))
+        d = dict(zip(head, f))
+        out[f[0]] = PlanInfo(**{k: d[k] if k == 'name' else int(d[k], 16 if k == 'fnv' else 10)
+                                for k in PlanInfo._fields})
     return out
 
 
@@ -160,7 +166,7 @@ def _publish(mountpoint, data, head, name):
     finally:
         shutil.rmtree(d, ignore_errors=True)
     info = plans(mountpoint).get(name)
-    if info is not None and info.missing:
+    if info is not None and (info.missing or info.failed):
         _warn_missing(mountpoint, head, info)
     return info
 
@@ -173,7 +179,7 @@ def _warn_missing(mountpoint, head, info):
     """Warn that the mount found only some of a plan's paths, naming the first one missed
     among head (looked up only now that some are missing) and, for a relative path that names
     a file when taken from the working directory, what it should have been."""
-    given = info.paths + info.missing
+    given = info.paths + info.missing + info.failed
     first, hint = None, ''
     for p in head:
         rel = os.fsdecode(_relative(mountpoint, p))
@@ -185,10 +191,12 @@ def _warn_missing(mountpoint, head, info):
         if os.path.isfile(cwd) and cwd.startswith(mountpoint.rstrip('/') + '/'):
             hint = ('; relative paths are taken from the mount point, not the working '
                     'directory: this one is %r there' % cwd[len(mountpoint.rstrip('/')) + 1:])
+    failed = ('; %d could not be looked up: their shards could not be read or indexed (see '
+              'the mount\'s log)' % info.failed) if info.failed else ''
     warnings.warn('shardfs: plan %r: %d of %d paths name nothing readable in %s%s%s '
-                  '(the mount\'s log gives their line numbers)' % (
-                      info.name, info.missing, given, mountpoint,
-                      ' (the first: %r)' % (first,) if first is not None else '', hint),
+                  '(the mount\'s log gives their line numbers)%s' % (
+                      info.name, info.missing + info.failed, given, mountpoint,
+                      ' (the first: %r)' % (first,) if first is not None else '', hint, failed),
                   stacklevel=3)
 
 

@@ -7,7 +7,7 @@ GROUP:
   client  the cache directory removed (rm -rf) under a running mount of a remote source
           (nginx): 'shardfs prefetch' of a shard never read exits 1 and says, after the
           PATH's EIO, that the cache directory was removed and what to do; 'shardfs plan' of
-          a member of a shard never indexed exits 1 (its path counted as not in the mount)
+          a member of a shard never indexed exits 1 (its path counted as one whose lookup failed)
           and says the same; a prefetch of what is cached and open exits 0 and says nothing
           of it; before the removal a prefetch of a missing PATH does not name the cache.
           Before (fs/tools at 2c54c5a): "shardfs: prefetch PATH: Input/output error" alone,
@@ -69,7 +69,8 @@ def group_client(env, ck):
                 f.write('s1/m1.bin\n')
             run(env, ck, 'plan of a member of a shard never indexed',
                 [env.shardfs, 'plan', mnt, plan], 1,
-                "plan 'default': 0 paths, 0 B; 1 path not in the mount (skipped)\n",
+                "plan 'default': 0 paths, 0 B; 0 paths not in the mount (skipped); 1 path could "
+                "not be looked up (skipped)\n",
                 gone_line('plan', st, mnt))
             # what is cached and open still reads, and its prefetch is no failure
             with open(os.path.join(mnt, 's0.tar'), 'rb') as f:

@@ -6,14 +6,16 @@ usage: test_hostile11_plan.py SHARDFS GROUP
 GROUP:
   storedown  a remote source (nginx) stopped under a running mount (--retry-budget 1): a plan
              of a member of a shard never indexed, a missing path and a shard's raw file
-             (which needs no index) publishes the raw file and counts the other two as not
-             in the mount, as before, but exits 1 and says that shards could not be indexed
-             meanwhile (index_errors, exact) and that the skipped paths may lie in them; the
-             mount's log says which path was not found and which could not be looked up
-             (EIO). With the store up, a plan of a missing path alone exits 0 and says
-             nothing more.
+             (which needs no index) publishes the raw file and counts the other two apart:
+             1 not in the mount (.shardfs/plans' missing, plan_missing), 1 whose lookup
+             failed (failed, plan_failed), exact, in the CLI's line too; it exits 1 and says
+             that shards could not be indexed meanwhile (index_errors, exact) and that the
+             skipped paths may lie in them; the mount's log says which path was not found and
+             which could not be looked up (EIO). With the store up, a plan of a missing path
+             alone exits 0, says nothing more and counts it missing, none failed.
              Before (fs/tools at 2c54c5a): exit 0 and only "2 paths not in the mount
-             (skipped)" of a path 'ls' shows; the log said both were "not found".
+             (skipped)" of a path 'ls' shows; the log said both were "not found". Before the
+             split (c2d2565): .shardfs/plans had no failed column and counted both missing.
 """
 import os
 import sys
@@ -21,6 +23,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test import hostile  # noqa: E402
+from shardfs_test import planread  # noqa: E402
 from shardfs_test import web  # noqa: E402
 
 log = ml.log
@@ -42,14 +45,26 @@ def group_storedown(env, ck):
         with m:
             plan(env, ck, 'store up, a missing path', m.mnt, ['nope/x'], 0,
                  "plan 'default': 0 paths, 0 B; 1 path not in the mount (skipped)\n", '')
+            ck.eq('store up: .shardfs/plans missing, failed',
+                  tuple(planread.plans(m.mnt).get('default', {}).get(k)
+                        for k in ('missing', 'failed')), (1, 0))
             ck.eq('store up: index_errors', m.stats()['index_errors'], 0)
             ng.stop()
             plan(env, ck, 'store down', m.mnt, ['s1/m1.bin', 'nope/x', 's2.tar'], 1,
-                 "plan 'default': 1 path, 70.00 KiB; 2 paths not in the mount (skipped)\n",
+                 "plan 'default': 1 path, 70.00 KiB; 1 path not in the mount (skipped); "
+                 "1 path could not be looked up (skipped)\n",
                  'shardfs plan: shards could not be indexed while the plan was published '
                  '(index_errors +2: see the mount\'s log): the paths skipped may lie in them, '
                  'not be missing from the mount\n')
             ck.eq('store down: index_errors', m.stats()['index_errors'], 2)
+            # .shardfs/plans and the counters tell the two apart too: 'nope/x' names nothing
+            # (missing), 's1/m1.bin' could not be looked up (failed)
+            row = planread.plans(m.mnt).get('default', {})
+            ck.eq('store down: .shardfs/plans paths, missing, failed',
+                  tuple(row.get(k) for k in ('paths', 'missing', 'failed')), (1, 1, 1))
+            st = m.stats()
+            ck.eq('store down: plan_paths, plan_missing, plan_failed',
+                  (st['plan_paths'], st['plan_missing'], st.get('plan_failed')), (1, 1, 1))
             # the mount's log tells the two apart (fs_plan.c lookup_failed)
             text = ml.logs_under(env.path('cache'))
             said = [ln.split('] ', 1)[-1] for ln in text.splitlines()

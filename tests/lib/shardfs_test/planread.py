@@ -125,7 +125,7 @@ def plans(mnt):
         f = ln.split('\t')
         if len(f) == len(head):
             d = dict(zip(head, f))
-            for k in head[1:7]:
+            for k in head[1:-1]:  # pid, paths, missing, failed, read, position, bytes
                 d[k] = int(d[k])
             if 'fnv' in d:
                 d['fnv'] = int(d['fnv'], 16)
