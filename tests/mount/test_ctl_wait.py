@@ -416,14 +416,7 @@ def group_second_prefetch(env, ck):
             ck.eq('%s: read back from the cache' % tag,
                   m.stats()['bytes_fetched'] - fetched0, fetched)
     finally:
-        px.release.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        m.umount(quiet=True)
-        px.close()
-        ng.stop()
+        hostile.end_all(procs, (m,), px, ng)
 
 
 human = hostile.human  # fs_human_bytes (fs_log.c)

@@ -56,6 +56,12 @@ class CountingHoldProxy(web.HoldProxy):
         return status, hdrs, body
 
 
+def two_mounts(env, px, cache, extra):
+    """Two mounts (not mounted yet) of px's source on one cache directory."""
+    return [ml.Mount(env, px.url('json/'), mountpoint=env.path('mnt-%s' % t), cache_dir=cache,
+                     extra=extra) for t in 'ab']
+
+
 def group_twomounts(env, ck):
     if not shutil.which('nginx'):
         raise ml.Skip('nginx is not installed (sh scripts/install-deps.sh --test)')
@@ -70,10 +76,7 @@ def group_twomounts(env, ck):
     px = CountingHoldProxy(ng.port, 0)
     cache = env.path('cache')
     extra = ['--warm', 'off', '--chunk-size', '1M']
-    a = ml.Mount(env, px.url('json/'), mountpoint=env.path('mnt-a'), cache_dir=cache,
-                 extra=extra)
-    b = ml.Mount(env, px.url('json/'), mountpoint=env.path('mnt-b'), cache_dir=cache,
-                 extra=extra)
+    a, b = two_mounts(env, px, cache, extra)
     procs = []
     try:
         a.mount()
@@ -118,15 +121,7 @@ def group_twomounts(env, ck):
                       'mount %s: s%d.tar read back differs' % (tag, i))
         ck.eq('read back from the cache: nothing more sent', px.sent, total)
     finally:
-        px.release.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        a.umount(quiet=True)
-        b.umount(quiet=True)
-        px.close()
-        ng.stop()
+        hostile.end_all(procs, (a, b), px, ng)
 
 
 def group_shared(env, ck):
@@ -141,10 +136,7 @@ def group_shared(env, ck):
     px = CountingHoldProxy(ng.port, 0)
     cache = env.path('cache')
     extra = ['--warm', 'off', '--chunk-size', '1M', '--prefetch-shards', '0']
-    a = ml.Mount(env, px.url('json/'), mountpoint=env.path('mnt-a'), cache_dir=cache,
-                 extra=extra)
-    b = ml.Mount(env, px.url('json/'), mountpoint=env.path('mnt-b'), cache_dir=cache,
-                 extra=extra)
+    a, b = two_mounts(env, px, cache, extra)
     procs = []
     try:
         a.mount()
@@ -183,15 +175,7 @@ def group_shared(env, ck):
             ck.ok(ml.read_all(os.path.join(m.mnt, 's0', 'x.bin')) == data,
                   '%s: the member read back differs' % m.mnt)
     finally:
-        px.release.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        a.umount(quiet=True)
-        b.umount(quiet=True)
-        px.close()
-        ng.stop()
+        hostile.end_all(procs, (a, b), px, ng)
 
 
 def group_killed(env, ck):
@@ -240,14 +224,7 @@ def group_killed(env, ck):
         finally:
             m2.umount()
     finally:
-        px.release.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        m.umount(quiet=True)
-        px.close()
-        ng.stop()
+        hostile.end_all(procs, (m,), px, ng)
 
 
 GROUPS = {'twomounts': (group_twomounts, 240), 'shared': (group_shared, 240),

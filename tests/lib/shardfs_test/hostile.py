@@ -83,3 +83,21 @@ def human(n):
         v /= 1024
         u += 1
     return ('%.2f %s' if u else '%.0f %s') % (v, ('B', 'KiB', 'MiB', 'GiB', 'TiB')[u])
+
+
+def end_all(procs, mounts, px=None, ng=None):
+    """The teardown of a test of spawned commands over mounts behind a holding proxy: the
+    proxy's hold released, each command still running killed, each mount unmounted (quietly,
+    whether or not it was mounted), the proxy closed and nginx stopped."""
+    if px is not None:
+        px.release.set()
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for m in mounts:
+        m.umount(quiet=True)
+    if px is not None:
+        px.close()
+    if ng is not None:
+        ng.stop()
