@@ -501,7 +501,9 @@ static int plan_args(int argc, char **argv, struct plan_args *a)
 			    "published either. Exit status: 0 done, 1 refused or given up (says\n"
 			    "why), or published with paths skipped while shards could not be\n"
 			    "indexed (a store down, a cache directory removed: they may lie in\n"
-			    "those shards), 2 usage.\n",
+			    "those shards) or lines skipped that name a path only without a\n"
+			    "carriage return or blanks at their ends (a line is a path as it is:\n"
+			    "CRLF line ends are said, with the first such line), 2 usage.\n",
 			    plan_synopsis);
 			return 0;
 		} else if (!dashes && strcmp(s, "--clear") == 0) {
@@ -724,6 +726,76 @@ static int plan_why_missing(const char *mnt, uint64_t errors0)
 	return said;
 }
 
+/* Most lines of a plan file plan_why_trimmed looks up: its cost stays
+ * bounded on a huge file (each lookup may index a shard). */
+#define PLAN_TRIM_LOOKS 1000
+
+/* Whether path (a plan file's line: mount-relative, or absolute) names
+ * something in the mount at mnt. */
+static int plan_path_there(const char *mnt, const char *path)
+{
+	char full[PATH_MAX];
+	struct stat st;
+	int n = path[0] == '/' ? snprintf(full, sizeof(full), "%s", path)
+			       : snprintf(full, sizeof(full), "%s/%s", mnt, path);
+
+	return n > 0 && (size_t)n < sizeof(full) && lstat(full, &st) == 0;
+}
+
+/* The mount takes a plan file's line as the path it is, byte for byte: a
+ * '\r' of CRLF line ends, or blanks at either end, are part of it, so a
+ * plan file written so skips paths that are there (and exits 0: 'N paths
+ * not in the mount'). After a plan that skipped paths: read the file
+ * (the user's, as the user) and count the lines with a '\r' or blanks at
+ * their ends that name nothing as they are but a path without them (at
+ * most PLAN_TRIM_LOOKS looked up); say them, with the first's number. 1
+ * when said (the command then exits 1), else 0. */
+static int plan_why_trimmed(const char *mnt, const char *file)
+{
+	FILE *f = fopen(file, "re");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	uint64_t lineno = 0, found = 0, first = 0;
+	unsigned looks = 0;
+
+	if (!f)
+		return 0;
+	while (looks < PLAN_TRIM_LOOKS && (n = getline(&line, &cap, f)) > 0) {
+		size_t a = 0, b = (size_t)n;
+
+		lineno++;
+		if (line[b - 1] == '\n')
+			line[--b] = '\0';
+		if (b && line[b - 1] == '\r')
+			b--;
+		while (a < b && (line[a] == ' ' || line[a] == '\t'))
+			a++;
+		while (b > a && (line[b - 1] == ' ' || line[b - 1] == '\t'))
+			b--;
+		if (b == a || (a == 0 && line[b] == '\0'))
+			continue; /* empty, or nothing at its ends */
+		looks++;
+		if (plan_path_there(mnt, line))
+			continue; /* a name that ends so: planned as it is */
+		line[b] = '\0';
+		if (plan_path_there(mnt, line + a) && !found++)
+			first = lineno;
+	}
+	free(line);
+	fclose(f);
+	if (!found)
+		return 0;
+	fprintf(stderr,
+		"shardfs plan: %" PRIu64 " %s of %s %s a path of the mount only without the "
+		"carriage return or blanks at %s ends (the first: line %" PRIu64
+		"): a line is a path as it is, byte for byte; write the file with plain "
+		"newline line ends and no blanks around the paths\n",
+		found, fs_plural(found, "line", "lines"), FS_Q(file), found == 1 ? "names" : "name",
+		found == 1 ? "its" : "their", first);
+	return 1;
+}
+
 int fs_plan_main(int argc, char **argv)
 {
 	struct plan_args a;
@@ -766,16 +838,19 @@ int fs_plan_main(int argc, char **argv)
 		free(abs);
 		return 1;
 	}
-	free(abs);
 	if (a.clear) {
 		printf("plan '%s' cleared\n", a.name);
+		free(abs);
 		return 0;
 	}
 	if (plan_say(m.dir, a.name, &missing) < 0)
 		printf("plan '%s' published (replaced since by another plan)\n", a.name);
 	/* a path in a shard whose index could not be made counts as not in
-	 * the mount: not a skip to exit 0 on */
-	if (missing && plan_why_missing(m.dir, errors0))
-		return 1;
-	return 0;
+	 * the mount, and so does a line with a '\r' or blanks at its ends:
+	 * not skips to exit 0 on */
+	err = missing && plan_why_missing(m.dir, errors0);
+	if (missing && abs && plan_why_trimmed(m.dir, abs))
+		err = 1;
+	free(abs);
+	return err;
 }

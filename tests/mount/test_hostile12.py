@@ -25,6 +25,16 @@ GROUP:
              exits 0; a remount's prefetch fetches the shard (exit 0, its summary exact) and
              the member reads exact. Before (fs/tools at fc6351c): 'shardfs: lost the mount at
              MNT', nothing on why or what to do.
+  plan-trimmed  a local source whose shard has members, one named with a carriage return at
+             its end; seeded plan files (SHARDFS_TEST_SEED) of 12 member lines, each at random
+             as it is or with CRLF's '\r', a leading or trailing blank or tab, plus a missing
+             path with a '\r' and the '\r' member as it is: 'shardfs plan' publishes the lines
+             that are paths as they are, counts the others skipped, and when any decorated
+             line names a path without its decoration exits 1 saying how many and the first's
+             line number (exact stdout and stderr); a plan of only undecorated lines and the
+             missing one exits 0 with nothing on stderr. Before (fs/tools at e39c1ab): a CRLF
+             plan file skipped every path and exited 0 with '0 paths ... 12 paths not in the
+             mount (skipped)'.
 """
 import os
 import re
@@ -227,8 +237,76 @@ def group_killed(env, ck):
         hostile.end_all(procs, (m,), px, ng)
 
 
+DECOR = ('', '', '\r', ' ', '\t', 'trail ', 'trail\t', ' \r')
+
+
+def decorate(rel, how):
+    if how.startswith('trail'):
+        return rel + how[5:]
+    if how in (' ', '\t'):
+        return how + rel
+    return rel + how
+
+
+def group_plan_trimmed(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    members = [('k%02d.bin' % i, bytes([65 + i]) * (1000 + i)) for i in range(12)]
+    members.append(('cr\r', b'carriage'))
+    ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes(members))
+    m = ml.Mount(env, src, mountpoint=env.path('mnt'), cache_dir=env.path('cache'))
+    if not hostile.mount_or_fail(ck, 'mount', m):
+        return
+    try:
+        rng = env.rng
+        for rnd in range(4):
+            lines, found, skipped, decorated = [], 0, 0, 0
+            for i in rng.sample(range(12), 12):
+                how = '' if rnd == 3 else rng.choice(DECOR)
+                lines.append(decorate('s0/k%02d.bin' % i, how))
+                if how:
+                    skipped += 1
+                    decorated += 1
+                else:
+                    found += 1
+            for extra in ('s0/nope.bin\r', 's0/cr\r'):
+                lines.insert(rng.randrange(len(lines) + 1), extra)
+                if extra == 's0/cr\r':
+                    found += 1
+                else:
+                    skipped += 1
+            first = None
+            for n, ln in enumerate(lines, 1):
+                if ln != ln.strip(' \t\r') or ln.endswith('\r'):
+                    if ln.strip(' \t\r') not in ('s0/nope.bin', 's0/cr'):
+                        first = first or n
+            plan = env.path('plan-%d.txt' % rnd)
+            with open(plan, 'wb') as f:
+                f.write(''.join(ln + '\n' for ln in lines).encode())
+            log('round %d: %r' % (rnd, lines))
+            out = "plan 'default': %d path%s, %s; %d path%s not in the mount (skipped)\n" % (
+                found, '' if found == 1 else 's', hostile.human(sum(
+                    len(d) for nm, d in members
+                    if any(ln == 's0/' + nm for ln in lines))),
+                skipped, '' if skipped == 1 else 's')
+            err = ''
+            if decorated:
+                err = ('shardfs plan: %d line%s of %s name%s a path of the mount only without '
+                       'the carriage return or blanks at %s ends (the first: line %d): a line '
+                       'is a path as it is, byte for byte; write the file with plain newline '
+                       'line ends and no blanks around the paths\n' % (
+                           decorated, '' if decorated == 1 else 's', plan,
+                           's' if decorated == 1 else '', 'its' if decorated == 1 else 'their',
+                           first))
+            hostile.run_exact(env, ck, 'round %d (%d decorated)' % (rnd, decorated),
+                              [env.shardfs, 'plan', m.mnt, plan], 1 if decorated else 0, out,
+                              err)
+    finally:
+        m.umount()
+
+
 GROUPS = {'twomounts': (group_twomounts, 240), 'shared': (group_shared, 240),
-          'killed': (group_killed, 240)}
+          'killed': (group_killed, 240), 'plan-trimmed': (group_plan_trimmed, 240)}
 
 
 if __name__ == '__main__':
