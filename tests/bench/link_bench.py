@@ -1390,7 +1390,9 @@ def plan_ais_getbatch(a, emu, impl, label):
     connection at --rate-mb as the link emulator does (the emulator serves files, not
     GetBatch); object GETs are redirected (307, as an AIStore proxy does) to the link
     emulator, so the ranged GETs of the side without GetBatch cross the same link. Both sides
-    pay the stand-in's delay on each redirect or GetBatch 307 and the link's on the answer.
+    pay the stand-in's delay on each redirect or GetBatch 307 and the link's on the answer; the
+    GetBatch side's version HEADs two delays each, the proxy's 307 and the target's answer, as
+    AIStore's S3 HEAD goes (since 2026-12-02; one before).
     impl 'c' (--ais-standin, the default): the stand-in is the C emulator (linkemu.c --ais, a
     process of its own per side, on the shards' directory): listing, HEADs and GetBatch, each
     answer after --delay-ms, each connection paced at --rate-mb, object GETs redirected to the
@@ -1462,7 +1464,8 @@ def plan_ais_getbatch(a, emu, impl, label):
                     if cemu is not None:
                         stop_emu(cemu)
             counts[side].update({'ais_' + k: a1.get(k, 0) - a0.get(k, 0) for k in (
-                'moss_requests', 'moss_items', 'moss_ms', 'redirects', 's3_head', 's3_head_ms')})
+                'moss_requests', 'moss_items', 'moss_ms', 'redirects', 's3_head', 's3_head_ms',
+                'head_redirects')})
             counts[side]['ais_moss_inflight_max'] = a1.get('moss_inflight_max', 0)
             log('ais %s: %s' % (side, counts[side]))
     finally:
@@ -1473,7 +1476,8 @@ def plan_ais_getbatch(a, emu, impl, label):
         c = counts['getbatch' if e is gb else 'ranges']
         note('ais plan%s, %s: %d samples in %.2f s, read %d, fetched %d (%.2fx); GetBatch '
              'requests %d (items %d, at most %d at once, %.0f ms each from request to last byte '
-             'at the stand-in), object GETs %d, HEADs %d (%.1f ms each at the stand-in after the '
+             'at the stand-in), object GETs %d, HEADs %d (%d of them through the proxy\'s 307, as '
+             'AIStore\'s S3 HEAD; %.1f ms each at the target after the '
              'delay; the mount from its mount on; the version rule\'s %d, HEAD groups confirmed by '
              'a shared one %d, requests that waited for another\'s HEAD %d); reads that waited '
              '%d, %.0f ms each; CPU s: '
@@ -1482,7 +1486,7 @@ def plan_ais_getbatch(a, emu, impl, label):
                  label, side, e.n, e.secs, e.read, e.fetched, e.fetched / max(e.read, 1),
                  c['ais_moss_requests'], c['ais_moss_items'], c['ais_moss_inflight_max'],
                  c['ais_moss_ms'] / max(c['ais_moss_requests'], 1),
-                 c['ais_redirects'], c['ais_s3_head'],
+                 c['ais_redirects'], c['ais_s3_head'], c['ais_head_redirects'],
                  c['ais_s3_head_ms'] / max(c['ais_s3_head'], 1), c['plan_batch_heads'],
                  c['plan_batch_heads_shared'], c['plan_batch_head_waits'], e.c['cache_misses'],
                  e.c['cache_miss_wait_ms'] / max(e.c['cache_misses'], 1), e.daemon_cpu,
