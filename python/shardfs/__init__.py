@@ -93,17 +93,30 @@ def _check_name(name):
         raise ValueError('bad plan name %r: 1 to 64 of A-Z a-z 0-9 . _ : -' % (name,))
 
 
-def _relative(mountpoint, p):
-    """p as the mount-relative bytes a plan file holds."""
+def _mount_relative(mountpoint, p):
+    """p as mount-relative bytes (a newline in it kept)."""
     b = os.fsencode(p)
     if b.startswith(b'/'):
         m = os.fsencode(os.path.abspath(mountpoint)).rstrip(b'/') + b'/'
         if not b.startswith(m):
             raise ValueError('%r is not inside the mount %s' % (p, mountpoint))
         b = b[len(m):]
+    return b
+
+
+def _relative(mountpoint, p):
+    """p as the mount-relative bytes a plan file holds."""
+    b = _mount_relative(mountpoint, p)
     if b'\n' in b:
         raise ValueError('a path with a newline cannot be planned: %r' % (p,))
     return b
+
+
+def _plan_line(mountpoint, p):
+    """p's line of a plan file, its newline included; b'' for a path with a newline, which a
+    line cannot hold (the mount skips an empty line: such a path is read without a plan)."""
+    b = _mount_relative(mountpoint, p)
+    return b'' if b'\n' in b else b + b'\n'
 
 
 def plan_fnv(paths, mountpoint='/'):
@@ -182,7 +195,9 @@ def _warn_missing(mountpoint, head, info):
     given = info.paths + info.missing + info.failed
     first, hint = None, ''
     for p in head:
-        rel = os.fsdecode(_relative(mountpoint, p))
+        rel = os.fsdecode(_mount_relative(mountpoint, p))
+        if '\n' in rel:
+            continue  # not in the plan file: read without a plan, not missed
         if not os.path.isfile(os.path.join(mountpoint, rel)):
             first = p
             break
@@ -237,7 +252,7 @@ def dataset_paths(dataset, mountpoint=None):
         p = os.fsdecode(p)
         if not os.path.isabs(p):
             p = os.path.abspath(p)
-        rel.append(os.fsdecode(_relative(mountpoint, p)))
+        rel.append(os.fsdecode(_mount_relative(mountpoint, p)))
     return mountpoint, rel
 
 
@@ -263,7 +278,9 @@ class PlanSampler(_sampler_base()):
     them to the mount as a plan (before the first index is yielded), then yields the wrapped
     sampler's items unchanged. `paths` is a dataset (dataset_paths) or a list of mount-relative
     paths. A dataset outside any shardfs mount, or a plan that cannot be published, is a
-    warning (strict=True: an error): reading works without one. After each __iter__,
+    warning (strict=True: an error): reading works without one. A path with a newline
+    (which a plan file's line cannot hold) is left out of the plans, said once in a warning
+    (strict=True: ValueError), and read without one. After each __iter__,
     last_indices and last_plan (its PlanInfo) say what was published. publish_next() draws and
     publishes the next epoch's order ahead of its __iter__ (plan_dataloader's loader calls it
     before its workers start)."""
@@ -276,7 +293,7 @@ class PlanSampler(_sampler_base()):
         try:
             if isinstance(paths, (list, tuple)) and mountpoint is not None:
                 self.mountpoint = os.path.abspath(mountpoint)
-                self.paths = [os.fsdecode(_relative(self.mountpoint, p)) for p in paths]
+                self.paths = [os.fsdecode(_mount_relative(self.mountpoint, p)) for p in paths]
             else:
                 self.mountpoint, self.paths = dataset_paths(paths, mountpoint)
         except ValueError as e:  # no shardfs mount: the sampler works, without plans
@@ -285,9 +302,18 @@ class PlanSampler(_sampler_base()):
             warnings.warn('shardfs: no plans: %s' % e)
             self.mountpoint, self.paths = None, None
         # each index's line of the plan file, encoded once here rather than every epoch (the
-        # paths are mount-relative and checked by now: _relative only encodes them)
+        # paths are mount-relative and checked by now: _plan_line only encodes them); a path
+        # with a newline has none (b''): it is read without a plan, the others planned
         self._lines = (None if self.paths is None else
-                       [_relative(self.mountpoint, p) + b'\n' for p in self.paths])
+                       [_plan_line(self.mountpoint, p) for p in self.paths])
+        if self._lines is not None:
+            nl = [p for p, ln in zip(self.paths, self._lines) if not ln]
+            if nl and strict:
+                raise ValueError('a path with a newline cannot be planned: %r' % (nl[0],))
+            if nl:
+                warnings.warn('shardfs: %d path%s cannot be planned (a newline in the name; '
+                              'the first: %r): read without a plan, the others planned' % (
+                                  len(nl), '' if len(nl) == 1 else 's', nl[0]))
 
     def __len__(self):
         return len(self.sampler)

@@ -35,6 +35,14 @@ GROUP:
              missing one exits 0 with nothing on stderr. Before (fs/tools at e39c1ab): a CRLF
              plan file skipped every path and exited 0 with '0 paths ... 12 paths not in the
              mount (skipped)'.
+  plan-newline  python/shardfs over a local shard of seeded members (SHARDFS_TEST_SEED), 1 to
+             3 of them named with a newline: a PlanSampler (and plan_dataloader's) over all of
+             them warns once, exactly, that those cannot be planned, and publishes the others
+             (paths, missing 0, fnv of the others in order); read in order, the plan's read and
+             position reach them (the first epoch: the second reads from the page cache); every
+             member exact; strict=True is a ValueError. Before
+             (python/shardfs at 5368d20): one such name was a warning 'no plans' and nothing
+             was published for the whole dataset.
 """
 import os
 import re
@@ -305,8 +313,71 @@ def group_plan_trimmed(env, ck):
         m.umount()
 
 
+def group_plan_newline(env, ck):
+    try:
+        import torch.utils.data as tud
+    except ImportError:
+        raise ml.Skip('torch is not installed (sh scripts/install-deps.sh --test)', 'tool')
+    import warnings
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
+                                    'python'))
+    import shardfs
+    rng = env.rng
+    n, k = rng.randint(6, 12), rng.randint(1, 3)
+    names = ['m%02d.bin' % i for i in range(n)] + ['n%d\nl%d.bin' % (i, i) for i in range(k)]
+    data = {nm: bytes(rng.getrandbits(8) for _ in range(rng.randint(10, 3000))) for nm in names}
+    src = env.path('src')
+    os.makedirs(src)
+    ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([(nm, data[nm]) for nm in names]))
+    m = ml.Mount(env, src, mountpoint=env.path('mnt'), cache_dir=env.path('cache'))
+    if not hostile.mount_or_fail(ck, 'mount', m):
+        return
+    try:
+        order = names[:]
+        rng.shuffle(order)
+        paths = [os.path.join(m.mnt, 's0', nm) for nm in order]
+        planned = ['s0/' + nm for nm in order if '\n' not in nm]
+        first_nl = next('s0/' + nm for nm in order if '\n' in nm)
+        want_warn = ('shardfs: %d path%s cannot be planned (a newline in the name; the first: '
+                     '%r): read without a plan, the others planned' % (
+                         k, '' if k == 1 else 's', first_nl))
+        for how in ('sampler', 'dataloader'):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter('always')
+                if how == 'sampler':
+                    ps = shardfs.PlanSampler(tud.SequentialSampler(range(len(paths))), paths,
+                                             mountpoint=m.mnt, name='nl-' + how)
+                    got = b''.join(ml.read_all(paths[i]) for i in ps)
+                else:
+                    dl = tud.DataLoader(paths, batch_size=2, shuffle=False,
+                                        collate_fn=lambda b: b)
+                    ps = shardfs.plan_dataloader(dl, name='nl-' + how)
+                    got = b''.join(ml.read_all(p) for batch in dl for p in batch)
+            said = [str(x.message) for x in w if issubclass(x.category, UserWarning)]
+            ck.eq('%s: the warnings' % how, said, [want_warn])
+            info = ps.last_plan
+            ck.eq('%s: published (paths, missing, fnv)' % how,
+                  info and (info.paths, info.missing, info.fnv),
+                  (n, 0, shardfs.plan_fnv(planned)))
+            if how == 'sampler':  # the second epoch's reads come from the page cache
+                after = shardfs.plans(m.mnt).get('nl-' + how)
+                ck.eq('%s: read, position after the epoch' % how,
+                      after and (after.read, after.position), (n, n))
+            ck.ok(got == b''.join(data[nm] for nm in order), '%s: the bytes read differ' % how)
+        try:
+            shardfs.PlanSampler(tud.SequentialSampler(range(len(paths))), paths,
+                                mountpoint=m.mnt, name='nl-strict', strict=True)
+            ck.fail('strict: no ValueError')
+        except ValueError as e:
+            ck.eq('strict: the ValueError', str(e),
+                  'a path with a newline cannot be planned: %r' % first_nl)
+    finally:
+        m.umount()
+
+
 GROUPS = {'twomounts': (group_twomounts, 240), 'shared': (group_shared, 240),
-          'killed': (group_killed, 240), 'plan-trimmed': (group_plan_trimmed, 240)}
+          'killed': (group_killed, 240), 'plan-trimmed': (group_plan_trimmed, 240),
+          'plan-newline': (group_plan_newline, 240)}
 
 
 if __name__ == '__main__':

@@ -96,13 +96,13 @@ def check_sampler(env, ck, mnt, label):
     dl = torch.utils.data.DataLoader(ds, batch_size=5, shuffle=True, num_workers=2)
     # each path is encoded for the plan file once, when the sampler is made, not every epoch
     encoded = [0]
-    relative = shardfs._relative
+    relative = shardfs._mount_relative
 
     def counted(mountpoint, p):
         encoded[0] += 1
         return relative(mountpoint, p)
 
-    shardfs._relative = counted
+    shardfs._mount_relative = counted
     ps = shardfs.plan_dataloader(dl)
     at_init = encoded[0]
     name = 'pid-%d' % os.getpid()
@@ -134,7 +134,7 @@ def check_sampler(env, ck, mnt, label):
     before = encoded[0]
     got2 = epoch(dl)
     in_epochs += encoded[0] - before
-    shardfs._relative = relative
+    shardfs._mount_relative = relative
     order2 = ps.last_indices
     ck.ok(order2 != order and sorted(order2) == list(range(n)), '%s: a new permutation' % label)
     pl = shardfs.plans(mnt)
