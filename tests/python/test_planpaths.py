@@ -11,11 +11,17 @@ at WORK/mnt, the working directory WORK:
     (relative paths are taken from the mount point); before 2026-11-30 it said nothing;
   - the same paths relative to the mount point, and as absolute paths: found, no warning;
   - the 10 found and one that names nothing: one warning, "1 of 11", naming that path, and no
-    hint (it names no file from the working directory either).
+    hint (it names no file from the working directory either);
+  - an nginx source stopped under its mount (--retry-budget 1): a member of a shard never
+    indexed, a path that names nothing and a shard's raw file: PlanInfo paths 1, missing 1,
+    failed 1 (its lookup failed: the shard could not be indexed), and one warning, exact,
+    that counts both and says the one could not be looked up (before the failed column of
+    .shardfs/plans: missing 2, and plan() parsed no line of the file).
 Exact counts; no timing.
 """
 import glob
 import os
+import shutil
 import sys
 import tarfile
 import warnings
@@ -23,6 +29,7 @@ import warnings
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 
 import shardfs  # noqa: E402  (PYTHONPATH=python, set by tests/python/meson.build)
@@ -88,6 +95,35 @@ def run(env, ck):
                       'one missing: the warning: %r' % msgs[0])
         finally:
             os.chdir(cwd)
+    store_down(env, ck)
+
+
+def store_down(env, ck):
+    if not shutil.which('nginx'):
+        log('store down: skipped, nginx is not installed')
+        return
+    src = env.path('src-nginx')
+    os.makedirs(src)
+    for i in range(3):
+        ml.write_file(os.path.join(src, 's%d.tar' % i),
+                      ml.tar_bytes([('m%d.bin' % i, bytes([65 + i]) * (7000 + i))]))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        m = ml.Mount(env, ng.url('json/'), mountpoint=env.path('mnt-nginx'),
+                     cache_dir=env.path('cache-nginx'),
+                     extra=['--warm', 'off', '--prefetch-shards', '0', '--retry-budget', '1'])
+        with m:
+            ng.stop()
+            info, msgs = planned(ck, 'store down', m.mnt, ['s1/m1.bin', 'nope/x', 's2.tar'])
+            ck.eq('store down: paths, missing, failed',
+                  info and (info.paths, info.missing, getattr(info, 'failed', None)), (1, 1, 1))
+            ck.eq('store down: the warning', msgs, [
+                "shardfs: plan 't': 2 of 3 paths name nothing readable in %s (the first: "
+                "'s1/m1.bin') (the mount's log gives their line numbers); 1 could not be "
+                "looked up: their shards could not be read or indexed (see the mount's log)"
+                % m.mnt])
+    finally:
+        ng.stop()
 
 
 def main():
