@@ -14,7 +14,8 @@
  * page count's top four bits kept (at most 1/8 more than the span, less
  * than a page below 8 pages): the stage's memory does not depend on
  * where runs lie. A run is the region's first free one of its pages
- * (first fit, a bit a page), found once: the room rule's scan
+ * (first fit, a bit a page, searched and marked a word of bits at a time),
+ * found once: the room rule's scan
  * (fetch__stagebuf_fit) names the run the span takes (fetch__stagebuf_take
  * marks it, under the same hold of the stage's lock). The region's 2 MiB chunks are faulted in
  * the first time a run reaches them (fetch__stagebuf_take hands out the
@@ -110,46 +111,56 @@ void fetch__stagebuf_fini(struct fetch_stage_pool *pl)
 	*pl = (struct fetch_stage_pool){0};
 }
 
-static int page_used(const struct fetch_stage_pool *pl, size_t i)
+/* The first page at or after i whose bit is used (want 1) or free (want
+ * 0), at most lim: a word at a time. */
+static size_t page_next(const struct fetch_stage_pool *pl, size_t i, size_t lim, int want)
 {
-	return (int)((pl->used[i / 64] >> (i % 64)) & 1u);
+	while (i < lim) {
+		uint64_t w = pl->used[i / 64];
+		uint64_t bits = (want ? w : ~w) & (~0ull << (i % 64));
+
+		if (bits) {
+			size_t r = i / 64 * 64 + (size_t)__builtin_ctzll(bits);
+
+			return r < lim ? r : lim;
+		}
+		i = i / 64 * 64 + 64;
+	}
+	return lim;
 }
 
 /* The first page of the region's first free run of n pages; pl->pages:
- * none. Skips a word of used pages at a time. */
+ * none. A word of bits at a time: the next free page, then the next used
+ * one within n of it (O(words of the region) a search, not O(pages)). */
 static size_t run_find(const struct fetch_stage_pool *pl, size_t n)
 {
 	size_t i = 0;
 
-	while (i + n <= pl->pages) {
+	for (;;) {
 		size_t j;
 
-		if (i % 64 == 0 && pl->used[i / 64] == UINT64_MAX) {
-			i += 64;
-			continue;
-		}
-		if (page_used(pl, i)) {
-			i++;
-			continue;
-		}
-		for (j = i; j < i + n && !page_used(pl, j); j++) {
-			if (j % 64 == 0 && j + 64 <= i + n && pl->used[j / 64] == 0)
-				j += 63; /* a word of free pages */
-		}
+		i = page_next(pl, i, pl->pages, 0);
+		if (n > pl->pages - i)
+			return pl->pages;
+		j = page_next(pl, i, i + n, 1);
 		if (j >= i + n)
 			return i;
 		i = j + 1; /* j is used: no run starts before it */
 	}
-	return pl->pages;
 }
 
+/* Pages [i, i + n) used or free: a word of bits at a time. */
 static void run_mark(struct fetch_stage_pool *pl, size_t i, size_t n, int used)
 {
-	for (size_t j = i; j < i + n; j++) {
+	for (size_t j = i, e = i + n; j < e;) {
+		size_t k = e - j < 64 - j % 64 ? e - j : 64 - j % 64;
+		uint64_t m = (k == 64 ? ~0ull : ((1ull << k) - 1)) << (j % 64);
+
 		if (used)
-			pl->used[j / 64] |= 1ull << (j % 64);
+			pl->used[j / 64] |= m;
 		else
-			pl->used[j / 64] &= ~(1ull << (j % 64));
+			pl->used[j / 64] &= ~m;
+		j += k;
 	}
 }
 
