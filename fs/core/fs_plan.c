@@ -78,6 +78,7 @@ static void plan_free(struct fs_plan *p)
 	free((void *)p->done);
 	free(p->cum);
 	free(p->byoff);
+	free(p->rank);
 	free(p);
 }
 
@@ -694,7 +695,9 @@ int fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 	enum fs_kind k = fs_ino_kind(ino);
 	uint64_t key = ino;
 	struct fs_plan_extent x = {0}; /* set when planned */
-	int marked = 0, planned = 0;
+	struct fs_plan_hit hits[FS_PLAN_MAX];
+	uint32_t nhits = 0;
+	int marked = 0;
 
 	if (!atomic_load_explicit(&fs->plans->n, memory_order_relaxed))
 		return 0;
@@ -709,7 +712,7 @@ int fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 			continue;
 		/* one key: the same bytes in every plan */
 		x = p->ext[first];
-		planned = 1;
+		hits[nhits++] = (struct fs_plan_hit){p->seq, (uint32_t)s, first};
 		if (off == 0) { /* a new read of the file: its next occurrence */
 			for (uint32_t i = first; i != PLAN_NONE; i = p->next[i]) {
 				if (atomic_exchange(&p->done[i], 1) == 0) {
@@ -727,8 +730,8 @@ int fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 		}
 	}
 	disk_rwlock_unlock(&fs->plans->lock);
-	if (planned)
-		fs_plan__use_read(fs, &x, off, size);
+	if (nhits)
+		fs_plan__use_read(fs, &x, off, size, hits, nhits);
 	return marked;
 }
 

@@ -44,7 +44,10 @@ struct fs_plans {
 		uint64_t got;  /* bytes its requests read so far */
 		uint64_t next; /* where its last request ended */
 	} reading[PLAN_READING];
-	uint32_t nreading;
+	/* entries of reading[]: written under the locks above, read without
+	 * them by a read of a whole path (fs_plan__use_read: none being read,
+	 * no list to keep) */
+	atomic_uint nreading;
 };
 
 struct fs_plan {
@@ -66,6 +69,7 @@ struct fs_plan {
 	atomic_uint wake_at; /* fs_plan_wake_at: reads below it call no listener */
 	uint64_t base;	     /* the plan clock at publish: extent i is read at base + cum[i] */
 	uint32_t *byoff;     /* extent indices by (object, offset): who shares a unit */
+	uint32_t *rank;	     /* rank[i]: extent i's place in byoff */
 	/* extents whose object the source removed since (fs_plan_get_info's
 	 * missing): (1 + the low 32 bits of fs->c.stale_noticed when counted)
 	 * << 32 | the count, in one word (0: not counted yet) */
@@ -78,14 +82,32 @@ struct fs_plan {
 int fs_plan__index_ahead(struct fs *fs, int fd, const struct fs_op_stop *stop);
 
 /* fs_plan_use.c: next use (see there). Index p's extents by (object,
- * offset) at publish: 0 or -ENOMEM. */
+ * offset) at publish (byoff, rank): 0 or -ENOMEM. */
 int fs_plan__use_index(struct fs_plan *p);
+/* The first place in p->byoff at or after (obj, lo) (p->n: none): from
+ * place at (an extent of obj near it: a few steps) when at < p->n, else by
+ * binary search. */
+uint32_t fs_plan__use_first(const struct fs_plan *p, uint32_t obj, uint64_t lo, uint32_t at);
+/* Call fn(ctx, i) for each extent i of p not read yet whose bytes as
+ * stored are of obj and reach into [lo, hi), in the order the marks are
+ * made: those starting before lo, nearest first, then those from lo on;
+ * at as for fs_plan__use_first. */
+void fs_plan__use_each(const struct fs_plan *p, uint32_t obj, uint64_t lo, uint64_t hi, uint32_t at,
+		       void (*fn)(void *ctx, uint32_t i), void *ctx);
+/* The plans a read's key was found in (fs_plan_note_read): plan v[slot]
+ * while its seq is seq, its extent i with the key. */
+struct fs_plan_hit {
+	uint64_t seq;
+	uint32_t slot, i;
+};
 /* Drop every mark and mark every plan's extents not read yet (publish,
  * clear). */
 void fs_plan__use_all(struct fs *fs);
 /* p's position moved: the clock and the cache tier's now follow. */
 void fs_plan__use_moved(struct fs *fs, const struct fs_plan *p);
-/* A read of [off, off + size) of planned extent x landed. */
-void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size);
+/* A read of [off, off + size) of planned extent x landed; hits[nhits]:
+ * where its key was found. */
+void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size,
+		       const struct fs_plan_hit *hits, uint32_t nhits);
 
 #endif

@@ -28,7 +28,10 @@
  * read in several requests keeps the units it has not read yet, which a
  * fill between its requests would otherwise evict first), then the extents
  * that share those units and are not read yet, in any plan, mark them again
- * (found through p->byoff in O(log extents)). A request makes unneeded the
+ * (found through p->byoff: from the read's own extent's place, p->rank, in
+ * O(extents sharing its units), in a plan without it in O(log extents)). A
+ * read of a whole path while no path is being read takes no reading_lock
+ * (nothing to keep in the list). A request makes unneeded the
  * units its bytes end in or pass (a reader reads a file in order: the unit
  * a request starts in was begun by the one before), and once the path's
  * requests read as many bytes as it has, in any order (the kernel's
@@ -84,23 +87,97 @@ static int use_cmp(const void *pa, const void *pb)
 	return a->i < b->i ? -1 : a->i > b->i;
 }
 
-/* p->byoff: p's extents by (object, first byte, index). */
+/* p->byoff: p's extents by (object, first byte, index); p->rank: each
+ * extent's place in it. */
 int fs_plan__use_index(struct fs_plan *p)
 {
 	struct use_sort *t = malloc((p->n ? p->n : 1) * sizeof(*t));
 
 	p->byoff = malloc((p->n ? p->n : 1) * sizeof(*p->byoff));
-	if (!t || !p->byoff) {
+	p->rank = malloc((p->n ? p->n : 1) * sizeof(*p->rank));
+	if (!t || !p->byoff || !p->rank) {
 		free(t);
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < p->n; i++)
 		t[i] = (struct use_sort){p->ext[i].obj, i, use_start(&p->ext[i])};
 	qsort(t, p->n, sizeof(*t), use_cmp);
-	for (uint32_t i = 0; i < p->n; i++)
+	for (uint32_t i = 0; i < p->n; i++) {
 		p->byoff[i] = t[i].i;
+		p->rank[t[i].i] = i;
+	}
 	free(t);
 	return 0;
+}
+
+/* Whether place k of p->byoff lies before (obj, lo). */
+static int use_before(const struct fs_plan *p, uint32_t k, uint32_t obj, uint64_t lo)
+{
+	const struct fs_plan_extent *x = &p->ext[p->byoff[k]];
+
+	return x->obj < obj || (x->obj == obj && use_start(x) < lo);
+}
+
+/* Steps fs_plan__use_first walks from its hint before it searches: a
+ * unit's extents (a read's lo is its first unit's start, before its own
+ * extent by less than a unit). */
+#define USE_WALK 8
+
+uint32_t fs_plan__use_first(const struct fs_plan *p, uint32_t obj, uint64_t lo, uint32_t at)
+{
+	uint32_t a = 0, b = p->n;
+
+	if (at < p->n) {
+		uint32_t k = at, steps = 0;
+
+		if (use_before(p, k, obj, lo)) { /* forward: the first not before */
+			while (++k < p->n && use_before(p, k, obj, lo))
+				if (++steps == USE_WALK)
+					break;
+			if (k == p->n || !use_before(p, k, obj, lo))
+				return k;
+			a = k + 1;
+		} else { /* back: while the one before is not before either */
+			while (k > 0 && !use_before(p, k - 1, obj, lo) && steps++ < USE_WALK)
+				k--;
+			if (k == 0 || use_before(p, k - 1, obj, lo))
+				return k;
+			b = k;
+		}
+	}
+	while (a < b) { /* the first at or after (obj, lo) in [a, b), else b */
+		uint32_t m = a + (b - a) / 2;
+
+		if (use_before(p, m, obj, lo))
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a;
+}
+
+void fs_plan__use_each(const struct fs_plan *p, uint32_t obj, uint64_t lo, uint64_t hi, uint32_t at,
+		       void (*fn)(void *ctx, uint32_t i), void *ctx)
+{
+	uint32_t a = fs_plan__use_first(p, obj, lo, at);
+
+	for (uint32_t k = a; k-- > 0;) { /* before lo, reaching into it */
+		const struct fs_plan_extent *x = &p->ext[p->byoff[k]];
+		uint64_t off, len;
+
+		if (x->obj != obj || !use_range(x, &off, &len) || off + len <= lo)
+			break;
+		if (!atomic_load_explicit(&p->done[p->byoff[k]], memory_order_relaxed))
+			fn(ctx, p->byoff[k]);
+	}
+	for (uint32_t k = a; k < p->n; k++) {
+		const struct fs_plan_extent *x = &p->ext[p->byoff[k]];
+
+		if (x->obj != obj || use_start(x) >= hi)
+			break;
+		if (!atomic_load_explicit(&p->done[p->byoff[k]], memory_order_relaxed))
+			fn(ctx, p->byoff[k]);
+	}
 }
 
 /* The position of extent i of p, for the cache tier: at most USE_AHEAD_MAX
@@ -145,7 +222,7 @@ void fs_plan__use_all(struct fs *fs)
 	disk_rwlock_wrlock(&fs->plans->use_lock);
 	n = fs_plan_list(fs, ps, FS_PLAN_MAX);
 	cachetier_plan_reset(fs->ct);
-	fs->plans->nreading = 0; /* the marks start again from the plans */
+	atomic_store(&fs->plans->nreading, 0); /* the marks start again from the plans */
 	for (size_t k = 0; k < n; k++) {
 		struct cachetier_obj *raw = NULL;
 		uint32_t obj = UINT32_MAX;
@@ -184,60 +261,48 @@ void fs_plan__use_moved(struct fs *fs, const struct fs_plan *p)
 		cachetier_plan_now(fs->ct, (uint32_t)(atomic_load(&fs->plans->clock) >> USE_SHIFT));
 }
 
-/* Mark again, in p, the extents not read yet of object obj that read bytes
- * in [lo, hi). */
-static void use_again(struct fs *fs, const struct fs_plan *p, uint32_t obj, uint64_t lo,
-		      uint64_t hi, struct cachetier_obj *raw)
+struct use_again_ctx {
+	struct fs *fs;
+	const struct fs_plan *p;
+	struct cachetier_obj *raw;
+};
+
+static void use_again_mark(void *ctx, uint32_t i)
 {
-	uint32_t a = 0, b = p->n;
+	struct use_again_ctx *c = ctx;
 
-	while (a < b) { /* the first extent at or after (obj, lo) */
-		uint32_t m = a + (b - a) / 2;
-		const struct fs_plan_extent *x = &p->ext[p->byoff[m]];
-
-		if (x->obj < obj || (x->obj == obj && use_start(x) < lo))
-			a = m + 1;
-		else
-			b = m;
-	}
-	for (uint32_t k = a; k-- > 0;) { /* before lo, reaching into it */
-		const struct fs_plan_extent *x = &p->ext[p->byoff[k]];
-		uint64_t off, len;
-
-		if (x->obj != obj || !use_range(x, &off, &len) || off + len <= lo)
-			break;
-		if (!atomic_load_explicit(&p->done[p->byoff[k]], memory_order_relaxed))
-			use_mark(fs, p, p->byoff[k], raw);
-	}
-	for (uint32_t k = a; k < p->n; k++) {
-		const struct fs_plan_extent *x = &p->ext[p->byoff[k]];
-
-		if (x->obj != obj || use_start(x) >= hi)
-			break;
-		if (!atomic_load_explicit(&p->done[p->byoff[k]], memory_order_relaxed))
-			use_mark(fs, p, p->byoff[k], raw);
-	}
+	use_mark(c->fs, c->p, i, c->raw);
 }
 
 /* Units of obj covering [lo, hi) were made unneeded: mark them again for
- * the extents not read yet that read them, in every plan. use_lock held
- * (shared or exclusive). The plans in place are walked under
+ * the extents not read yet that read them, in every plan (fs_plan__use_each:
+ * found from the place of the read's own extent in the plans hits names,
+ * in O(extents sharing its units); by binary search in the others).
+ * use_lock held (shared or exclusive). The plans in place are walked under
  * fs->plans->lock shared, with no reference taken (fs_plan_list's two
  * atomics a plan and a copy, on every planned read): a plan leaves
  * fs->plans->v only under the lock held exclusive, and its slot's
- * reference keeps it until then; use_again only marks (the cache tier's
- * atomics, no lock). */
+ * reference keeps it until then; a hit is taken only while its slot holds
+ * the plan of its seq (publish order: never reused); the marks are the
+ * cache tier's atomics, no lock. */
 static void use_again_all(struct fs *fs, uint32_t obj, uint64_t lo, uint64_t hi,
-			  struct cachetier_obj *raw)
+			  struct cachetier_obj *raw, const struct fs_plan_hit *hits, uint32_t nhits)
 {
 	if (lo >= hi)
 		return;
 	disk_rwlock_rdlock(&fs->plans->lock);
 	for (int s = 0; s < FS_PLAN_MAX; s++) {
 		const struct fs_plan *p = fs->plans->v[s];
+		struct use_again_ctx c = {fs, p, raw};
+		uint32_t at = UINT32_MAX;
 
-		if (p)
-			use_again(fs, p, obj, lo, hi, raw);
+		if (!p)
+			continue;
+		for (uint32_t h = 0; h < nhits; h++) {
+			if (hits[h].slot == (uint32_t)s && hits[h].seq == p->seq)
+				at = p->rank[hits[h].i];
+		}
+		fs_plan__use_each(p, obj, lo, hi, at, use_again_mark, &c);
 	}
 	disk_rwlock_unlock(&fs->plans->lock);
 }
@@ -251,7 +316,14 @@ static void use_done(struct fs *fs, const struct fs_plan_extent *x)
 	uint64_t off, len, lo, hi;
 
 	if (raw && use_range(x, &off, &len) && cachetier_plan_done(raw, off, len, &lo, &hi) == 0)
-		use_again_all(fs, x->obj, lo, hi, raw);
+		use_again_all(fs, x->obj, lo, hi, raw, NULL, 0);
+}
+
+/* Whether one request of size bytes at off reads all of x that its path
+ * maps: from its start to its end, or any of a sparse path. */
+static int use_whole(const struct fs_plan_extent *x, uint64_t off, uint64_t size)
+{
+	return (x->flags & FS_PLAN_SPARSE) || (off == 0 && size >= x->len);
 }
 
 /* Keep fs->plans->reading, the planned paths being read, up to date for a
@@ -271,31 +343,31 @@ static int use_reading(struct fs *fs, const struct fs_plan_extent *x, uint64_t o
 		       int *begun, struct fs_plan_extent *old, int *left)
 {
 	struct fs_plans *pl = fs->plans;
-	uint32_t i = 0;
+	uint32_t i = 0, n = atomic_load_explicit(&pl->nreading, memory_order_relaxed);
 
-	while (i < pl->nreading && pl->reading[i].x.key != x->key)
+	while (i < n && pl->reading[i].x.key != x->key)
 		i++;
-	*begun = off == 0 || (i < pl->nreading && pl->reading[i].next == off);
-	if (i < pl->nreading) {
+	*begun = off == 0 || (i < n && pl->reading[i].next == off);
+	if (i < n) {
 		pl->reading[i].got += size;
 		pl->reading[i].next = off + size;
 		if (pl->reading[i].got < x->len && !(x->flags & FS_PLAN_SPARSE))
 			return 0;
-		memmove(&pl->reading[i], &pl->reading[i + 1],
-			(pl->nreading - i - 1) * sizeof(pl->reading[0]));
-		pl->nreading--;
+		memmove(&pl->reading[i], &pl->reading[i + 1], (n - i - 1) * sizeof(pl->reading[0]));
+		atomic_store_explicit(&pl->nreading, n - 1, memory_order_relaxed);
 		return 1;
 	}
-	if ((x->flags & FS_PLAN_SPARSE) || off >= x->len || (off == 0 && size >= x->len))
+	if (use_whole(x, off, size) || off >= x->len)
 		return 1;
-	if (pl->nreading == PLAN_READING) {
+	if (n == PLAN_READING) {
 		*old = pl->reading[0].x;
 		*left = 1;
 		memmove(&pl->reading[0], &pl->reading[1],
 			(PLAN_READING - 1) * sizeof(pl->reading[0]));
-		pl->nreading--;
+		n--;
 	}
-	pl->reading[pl->nreading++] = (struct plan_reading){*x, size, off + size};
+	pl->reading[n] = (struct plan_reading){*x, size, off + size};
+	atomic_store_explicit(&pl->nreading, n + 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -303,7 +375,8 @@ static int use_reading(struct fs *fs, const struct fs_plan_extent *x, uint64_t o
  * units of x its bytes read so far cover are needed by none but the
  * extents not read yet that share them. O(units of the request); at the
  * path's end O(units of the path), once. */
-void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size)
+void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size,
+		       const struct fs_plan_hit *hits, uint32_t nhits)
 {
 	struct cachetier_obj *raw;
 	struct fs_plan_extent old = {0}; /* set with left */
@@ -316,9 +389,18 @@ void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t o
 	if (!raw)
 		return;
 	disk_rwlock_rdlock(&fs->plans->use_lock);
-	disk_mutex_lock(&fs->plans->reading_lock);
-	end = use_reading(fs, x, off, size, &begun, &old, &left);
-	disk_mutex_unlock(&fs->plans->reading_lock);
+	if (use_whole(x, off, size) &&
+	    !atomic_load_explicit(&fs->plans->nreading, memory_order_relaxed)) {
+		/* read whole by one request while no path is being read: no
+		 * list to keep (use_reading would answer 1 and change nothing;
+		 * a path another request enters meanwhile is as if it entered
+		 * after this one) */
+		end = begun = 1;
+	} else {
+		disk_mutex_lock(&fs->plans->reading_lock);
+		end = use_reading(fs, x, off, size, &begun, &old, &left);
+		disk_mutex_unlock(&fs->plans->reading_lock);
+	}
 	if (left)
 		use_done(fs, &old);
 	if (end) {
@@ -335,6 +417,6 @@ void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t o
 					  &lo, &hi);
 	}
 	if (err == 0)
-		use_again_all(fs, x->obj, lo, hi, raw);
+		use_again_all(fs, x->obj, lo, hi, raw, hits, nhits);
 	disk_rwlock_unlock(&fs->plans->use_lock);
 }
