@@ -704,15 +704,21 @@ int fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 	if (k != FS_K_OBJ && k != FS_K_MEMBER)
 		return 0;
 	disk_rwlock_rdlock(&fs->plans->lock);
-	for (int s = 0; s < FS_PLAN_MAX; s++) {
+	/* the slots up to the last plan (n counts v[]'s plans, both changed
+	 * under the lock held exclusive) */
+	for (unsigned s = 0, left = atomic_load(&fs->plans->n); s < FS_PLAN_MAX && left; s++) {
 		struct fs_plan *p = fs->plans->v[s];
-		uint32_t first = p ? plan_find(p, key) : PLAN_NONE;
+		uint32_t first;
 
+		if (!p)
+			continue;
+		left--;
+		first = plan_find(p, key);
 		if (first == PLAN_NONE)
 			continue;
 		/* one key: the same bytes in every plan */
 		x = p->ext[first];
-		hits[nhits++] = (struct fs_plan_hit){p->seq, (uint32_t)s, first};
+		hits[nhits++] = (struct fs_plan_hit){p->seq, s, first};
 		if (off == 0) { /* a new read of the file: its next occurrence */
 			for (uint32_t i = first; i != PLAN_NONE; i = p->next[i]) {
 				if (atomic_exchange(&p->done[i], 1) == 0) {

@@ -291,15 +291,17 @@ static void use_again_all(struct fs *fs, uint32_t obj, uint64_t lo, uint64_t hi,
 	if (lo >= hi)
 		return;
 	disk_rwlock_rdlock(&fs->plans->lock);
-	for (int s = 0; s < FS_PLAN_MAX; s++) {
+	/* the slots up to the last plan (fs->plans->n: its plans) */
+	for (unsigned s = 0, left = atomic_load(&fs->plans->n); s < FS_PLAN_MAX && left; s++) {
 		const struct fs_plan *p = fs->plans->v[s];
 		struct use_again_ctx c = {fs, p, raw};
 		uint32_t at = UINT32_MAX;
 
 		if (!p)
 			continue;
+		left--;
 		for (uint32_t h = 0; h < nhits; h++) {
-			if (hits[h].slot == (uint32_t)s && hits[h].seq == p->seq)
+			if (hits[h].slot == s && hits[h].seq == p->seq)
 				at = p->rank[hits[h].i];
 		}
 		fs_plan__use_each(p, obj, lo, hi, at, use_again_mark, &c);
