@@ -70,9 +70,9 @@ void cachetier__note_corrupt(struct cachetier *ct, const char *file, const char 
 	if (atomic_exchange(&ct->corrupt_noted, 1))
 		return;
 	backend_log(ct->be, BACKEND_LOG_WARN,
-		    "cache %s: %u unit(s) of %s (%s): %s: %s (cache_units_corrupt counts them; "
+		    "cache %s: %u %s of %s (%s): %s: %s (cache_units_corrupt counts them; "
 		    "others like it are not logged)",
-		    ct->dir, n, file, key ? key : "?", why, then);
+		    ct->dir, n, n == 1 ? "unit" : "units", file, key ? key : "?", why, then);
 }
 
 void cachetier__hash_hex(const void *data, size_t len, char out[17])

@@ -257,8 +257,7 @@ int fs_ll__notify_stop(struct fs *fs, int fd)
 	pthread_join(t, NULL);
 	close(d.stop[0]);
 	if (d.answered)
-		fs_log(FS_LOG_INFO,
-		       "the notifier's stop answered %u request(s) the session left: ENOTCONN",
-		       d.answered);
+		fs_log(FS_LOG_INFO, "the notifier's stop answered %u %s the session left: ENOTCONN",
+		       d.answered, fs_plural(d.answered, "request", "requests"));
 	return err;
 }

@@ -15,6 +15,11 @@ samples": the total's noun). The check also runs on seeded
 lines (SEEDED) that it must flag and must not flag, so that a change to it that catches nothing
 fails.
 
+A count before a noun with '(s)' ("%u unit(s)", "%u request(s) the session left") is flagged
+in the .c files of every product module (fs/, cachetier/, backend/, fetch/, disk/, shardidx/:
+their log lines reach the user too): the noun takes the count's number instead (fs_plural in
+fs/, a choice on the count elsewhere). Seeded too (SEEDED_PAREN).
+
 The tests' expectations too: a string literal of a .py file of tests/ (docstrings left alone)
 with a literal 1 before a plural noun, or before a word and a plural noun ("1 shards", "1 sidecar
 indexes"), asks for words the daemon no longer says (the 308e197 round: five tests still asked
@@ -41,6 +46,18 @@ _GAP = r'(?:\s+(?:"\s*")?\s*|"\s*"\s+)'
 COUNT_NOUN = re.compile(r'(?<![/%])%(?:"\s*PRI[udi](?:8|16|32|64|MAX|PTR)\s*"|'
                         r'[-+ 0#]*[0-9*]*(?:ll|l|z|h|hh|j|t)?[udi])'
                         r'((?:' + _GAP + r"[A-Za-z_'-]+){0,2}?)" + _GAP + r'([A-Za-z_]+s)\b')
+# a count conversion, at most two words, a word with '(s)' ("%u unit(s)")
+COUNT_PAREN = re.compile(r'(?<![/%])%(?:"\s*PRI[udi](?:8|16|32|64|MAX|PTR)\s*"|'
+                         r'[-+ 0#]*[0-9*]*(?:ll|l|z|h|hh|j|t)?[udi])'
+                         r'(?:' + _GAP + r"[A-Za-z_'-]+){0,2}?" + _GAP + r'[A-Za-z_]+\(s\)')
+PAREN_DIRS = ('fs', 'cachetier', 'backend', 'fetch', 'disk', 'shardidx')
+SEEDED_PAREN = [
+    ('"cache %s: %u unit(s) of %s (%s)"', True),
+    ('"the notifier\'s stop answered %u request(s) the session left"', True),
+    ('"%" PRIu64 " more " "name(s)"', True),
+    ('"%s: not an http(s)://host/path URL"', False),
+    ('"cache %s: %u %s of %s", n, n == 1 ? "unit" : "units"', False),
+]
 UNITS = {'bytes', 'ms', 'us', 'ns', 's', 'secs', 'seconds'}
 VERBS = {'is', 'was', 'has', 'does', 'needs', 'takes', 'makes'}
 # a word between the count and the noun after which the noun is not the count's
@@ -140,6 +157,23 @@ def main():
         ck.ok(not hits, '%s: no count before a plural noun%s' % (
             f, '' if not hits else ': take the noun from fs_plural: ' + '; '.join(hits)))
     ck.ok(n > 40, 'only %d .c files of fs/ read' % n)
+    for line, want in SEEDED_PAREN:
+        ck.ok(bool(COUNT_PAREN.search(line)) == want, 'seeded %r: %s' % (
+            line, 'flagged' if want else 'not flagged'))
+    files = subprocess.run(['git', 'ls-files', '-co', '--exclude-standard'] + list(PAREN_DIRS),
+                           cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    n = 0
+    for f in sorted(files):
+        if not f.endswith('.c'):
+            continue
+        with open(os.path.join(root, f), encoding='utf-8', errors='replace') as fh:
+            src = fh.read()
+        n += 1
+        hits = ['%d: %r' % (src.count('\n', 0, m.start()) + 1, m.group(0))
+                for m in COUNT_PAREN.finditer(src)]
+        ck.ok(not hits, '%s: no count before a noun with (s)%s' % (
+            f, '' if not hits else ': the noun takes the count\'s number: ' + '; '.join(hits)))
+    ck.ok(n > 100, 'only %d .c files of the product modules read' % n)
     for line, want in SEEDED_TESTS:
         got = len(literal_hits(line, 'seeded'))
         ck.ok(got == want, 'seeded test line %r: %d flagged, want %d' % (line, got, want))
