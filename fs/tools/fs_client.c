@@ -395,9 +395,9 @@ int fs_refresh_main(int argc, char **argv)
 
 /* The line of plan name in MOUNTPOINT/.shardfs/plans (name, pid, paths,
  * missing, failed, read, position, bytes, fnv), printed as a summary
- * (*missing: its paths skipped, not in the mount or whose lookup failed):
- * 0, or -ENOENT when there is none. */
-static int plan_say(const char *mnt, const char *name, uint64_t *missing)
+ * (*missing: its paths not in the mount; *failed: those whose lookup
+ * failed): 0, or -ENOENT when there is none. */
+static int plan_say(const char *mnt, const char *name, uint64_t *missing, uint64_t *failed)
 {
 	char *text = fs_mnt_read_ctl(mnt, "plans"), *line, *save = NULL;
 	int err = -ENOENT;
@@ -413,16 +413,16 @@ static int plan_say(const char *mnt, const char *name, uint64_t *missing)
 		if (n == 9 && strcmp(f[0], name) == 0) {
 			char human[32];
 			uint64_t bytes = strtoull(f[7], NULL, 10);
-			uint64_t failed = strtoull(f[4], NULL, 10);
 
 			fs_human_bytes(bytes, human, sizeof(human));
-			*missing = strtoull(f[3], NULL, 10) + failed;
+			*missing = strtoull(f[3], NULL, 10);
+			*failed = strtoull(f[4], NULL, 10);
 			printf("plan '%s': %s path%s, %s; %s path%s not in the mount (skipped)",
 			       name, f[2], strcmp(f[2], "1") == 0 ? "" : "s", human, f[3],
 			       strcmp(f[3], "1") == 0 ? "" : "s");
-			if (failed)
-				printf("; %" PRIu64 " %s could not be looked up (skipped)", failed,
-				       fs_plural(failed, "path", "paths"));
+			if (*failed)
+				printf("; %" PRIu64 " %s could not be looked up (skipped)", *failed,
+				       fs_plural(*failed, "path", "paths"));
 			printf("\n");
 			err = 0;
 			break;
@@ -498,12 +498,15 @@ static int plan_args(int argc, char **argv, struct plan_args *a)
 			    "at once (over a slow link: minutes); the wait shows its progress on\n"
 			    "stderr and gives up after no progress for 2 minutes (no index build\n"
 			    "ended, no shard byte read; nothing is published). Ctrl-C: nothing is\n"
-			    "published either. Exit status: 0 done, 1 refused or given up (says\n"
-			    "why), or published with paths skipped while shards could not be\n"
-			    "indexed (a store down, a cache directory removed: they may lie in\n"
-			    "those shards) or lines skipped that name a path only without a\n"
-			    "carriage return or blanks at their ends (a line is a path as it is:\n"
-			    "CRLF line ends are said, with the first such line), 2 usage.\n",
+			    "published either. Exit status: 0 done (also with paths skipped\n"
+			    "that name nothing in the mount), 1 refused or given up (says why),\n"
+			    "or published with paths skipped whose lookup failed (their shard\n"
+			    "could not be read or indexed: a store down, a cache directory\n"
+			    "removed, a shard refused whole; they may be in the mount: says so,\n"
+			    "and why when the mount's counters tell) or lines skipped that name\n"
+			    "a path only without a carriage return or blanks at their ends (a\n"
+			    "line is a path as it is: CRLF line ends are said, with the first\n"
+			    "such line), 2 usage.\n",
 			    plan_synopsis);
 			return 0;
 		} else if (!dashes && strcmp(s, "--clear") == 0) {
@@ -696,34 +699,43 @@ out:
 	return err;
 }
 
-/* A published plan skipped paths (missing of them): the mount counts a
- * path whose shard could not be read or indexed (a store down, a cache
- * directory removed) with those that name nothing, so say which may be the
- * case, from one stats read: the cache directory removed, or index builds
- * that failed since the request (errors0: index_errors before it; a
- * reader's failed build meanwhile is said too: the words say "may"). 1
- * when said (the command then exits 1), else 0. */
-static int plan_why_missing(const char *mnt, uint64_t errors0)
+/* A published plan skipped failed paths whose lookup failed (their shards
+ * could not be read or indexed: .shardfs/plans' failed): say why when one
+ * stats read tells, the cache directory removed or index builds that
+ * failed since the request (errors0: index_errors before it; a reader's
+ * failed build meanwhile is said too: the words say "may"), else say
+ * plainly that they were skipped (index_errors need not move: a shard
+ * refused whole keeps the error of its first build, counted then; a
+ * brace pattern's shard whose size could not be learnt is counted
+ * elsewhere). The command then exits 1: a plan published without paths
+ * that may be in the mount is never a silent success. */
+static void plan_why_failed(const char *mnt, uint64_t errors0, uint64_t failed)
 {
 	struct fs_stats_doc stats;
 	uint64_t errors = 0;
-	int said;
+	int said = 0;
 
-	if (fs_mnt_read_stats(mnt, &stats) < 0)
-		return 0;
-	said = say_cache_gone("plan", mnt, &stats);
-	if (!said && errors0 != UINT64_MAX && fs_stats_u64(&stats, "index_errors", &errors) == 0 &&
-	    errors > errors0) {
-		fprintf(stderr,
-			"shardfs plan: shards could not be indexed while the plan was published "
-			"(index_errors +%" PRIu64
-			": see the mount's log): the paths skipped may lie "
-			"in them, not be missing from the mount\n",
-			errors - errors0);
-		said = 1;
+	if (fs_mnt_read_stats(mnt, &stats) == 0) {
+		said = say_cache_gone("plan", mnt, &stats);
+		if (!said && errors0 != UINT64_MAX &&
+		    fs_stats_u64(&stats, "index_errors", &errors) == 0 && errors > errors0) {
+			fprintf(stderr,
+				"shardfs plan: shards could not be indexed while the plan was "
+				"published (index_errors +%" PRIu64
+				": see the mount's log): the paths skipped may lie "
+				"in them, not be missing from the mount\n",
+				errors - errors0);
+			said = 1;
+		}
+		fs_stats_doc_free(&stats);
 	}
-	fs_stats_doc_free(&stats);
-	return said;
+	if (!said)
+		fprintf(stderr,
+			"shardfs plan: %" PRIu64 " %s could not be looked up: %s could not be read "
+			"or indexed (see the mount's log); the plan was published without %s\n",
+			failed, fs_plural(failed, "path", "paths"),
+			fs_plural(failed, "its shard", "their shards"),
+			failed == 1 ? "it" : "them");
 }
 
 /* Most lines of a plan file plan_why_trimmed looks up: its cost stays
@@ -802,7 +814,7 @@ int fs_plan_main(int argc, char **argv)
 	struct fs_mnt m;
 	char path[PATH_MAX + 32], *abs = NULL;
 	char line[4 * PATH_MAX + FS_PLAN_NAME_MAX + 16];
-	uint64_t missing = 0, errors0 = UINT64_MAX;
+	uint64_t missing = 0, failed = 0, errors0 = UINT64_MAX;
 	int fd, err;
 
 	err = plan_args(argc, argv, &a);
@@ -843,12 +855,16 @@ int fs_plan_main(int argc, char **argv)
 		free(abs);
 		return 0;
 	}
-	if (plan_say(m.dir, a.name, &missing) < 0)
+	if (plan_say(m.dir, a.name, &missing, &failed) < 0)
 		printf("plan '%s' published (replaced since by another plan)\n", a.name);
-	/* a path in a shard whose index could not be made counts as not in
-	 * the mount, and so does a line with a '\r' or blanks at its ends:
-	 * not skips to exit 0 on */
-	err = missing && plan_why_missing(m.dir, errors0);
+	/* paths whose lookup failed may be in the mount, and a line with a
+	 * '\r' or blanks at its ends counts as not in it: not skips to exit 0
+	 * on; paths that name nothing are (the plan is what the mount has) */
+	err = 0;
+	if (failed) {
+		plan_why_failed(m.dir, errors0, failed);
+		err = 1;
+	}
 	if (missing && abs && plan_why_trimmed(m.dir, abs))
 		err = 1;
 	free(abs);

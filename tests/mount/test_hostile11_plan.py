@@ -16,8 +16,21 @@ GROUP:
              Before (fs/tools at 2c54c5a): exit 0 and only "2 paths not in the mount
              (skipped)" of a path 'ls' shows; the log said both were "not found". Before the
              split (c2d2565): .shardfs/plans had no failed column and counted both missing.
+  refused    lookups that fail while index_errors does not rise: a local source of a plain
+             shard and a .tar.gz the mount refuses whole (--max-decoded-size 4M: EFBIG, kept
+             for every later lookup and counted in index_errors once, at its first build). A
+             first plan of one of its members exits 1 and names the rise (index_errors +1);
+             then seeded rounds (SHARDFS_TEST_SEED) of plans that mix members of the plain
+             shard, paths that name nothing and members of the refused shard, shuffled: each
+             prints exactly its paths, bytes, missing and failed, .shardfs/plans says the same,
+             and it exits 1 with one plain line ("N paths could not be looked up ...") exactly
+             when a member of the refused shard was in it, else 0 with nothing on stderr;
+             index_errors stays 1 throughout. Before (fs/tools at fcefc61): the rounds with a
+             refused member exited 0 saying nothing on stderr.
 """
+import gzip
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
@@ -80,7 +93,70 @@ def group_storedown(env, ck):
         ng.stop()
 
 
-GROUPS = {'storedown': (group_storedown, 120)}
+def failed_line(n):
+    """The line of a plan whose n failed lookups no counter explains (fs_client.c)."""
+    return ('shardfs plan: %d %s could not be looked up: %s could not be read or indexed '
+            '(see the mount\'s log); the plan was published without %s\n' % (
+                n, 'path' if n == 1 else 'paths', 'its shard' if n == 1 else 'their shards',
+                'it' if n == 1 else 'them'))
+
+
+def summary(paths, nbytes, missing, failed):
+    """shardfs plan's line on stdout (fs_client.c plan_say)."""
+    out = "plan 'default': %d %s, %s; %d %s not in the mount (skipped)" % (
+        paths, 'path' if paths == 1 else 'paths', hostile.human(nbytes), missing,
+        'path' if missing == 1 else 'paths')
+    if failed:
+        out += '; %d %s could not be looked up (skipped)' % (
+            failed, 'path' if failed == 1 else 'paths')
+    return out + '\n'
+
+
+ROUNDS = 8
+
+
+def group_refused(env, ck):
+    rng = random.Random(env.seed)
+    src = env.path('src')
+    os.makedirs(src)
+    ok = [('a%d.bin' % i, rng.randbytes(rng.randrange(1, 64 << 10))) for i in range(6)]
+    with open(os.path.join(src, 'ok.tar'), 'wb') as f:
+        f.write(ml.tar_bytes(ok, 'gnu'))
+    # random bytes: 6 MiB decoded whatever gzip does, past --max-decoded-size 4M
+    bad = [('b%d.bin' % i, rng.randbytes(2 << 20)) for i in range(3)]
+    with open(os.path.join(src, 'bad.tar.gz'), 'wb') as f:
+        f.write(gzip.compress(ml.tar_bytes(bad, 'gnu'), compresslevel=1, mtime=0))
+    m = ml.Mount(env, src, cache_dir=env.path('cache'),
+                 extra=['--warm', 'off', '--prefetch-shards', '0', '--max-decoded-size', '4M'])
+    with m:
+        ck.eq('before: index_errors', m.stats()['index_errors'], 0)
+        plan(env, ck, 'first refusal', m.mnt, ['bad/b0.bin'], 1, summary(0, 0, 0, 1),
+             'shardfs plan: shards could not be indexed while the plan was published '
+             '(index_errors +1: see the mount\'s log): the paths skipped may lie in them, '
+             'not be missing from the mount\n')
+        ck.eq('first refusal: index_errors', m.stats()['index_errors'], 1)
+        for r in range(ROUNDS):
+            # round 0 holds a refused member, round 1 none: both rules checked at any seed
+            nbad = 1 + rng.randrange(3) if r == 0 else 0 if r == 1 else rng.randrange(3)
+            good = rng.sample(ok, rng.randrange(len(ok) + 1))
+            gone = ['nope/x%d' % i if i % 2 else 'ok/z%d.bin' % i
+                    for i in range(rng.randrange(3))]
+            lines = ['ok/' + n for n, _ in good] + gone + \
+                ['bad/' + n for n, _ in rng.sample(bad, nbad)]
+            rng.shuffle(lines)
+            label = 'round %d (%d found, %d missing, %d refused)' % (r, len(good), len(gone),
+                                                                   nbad)
+            plan(env, ck, label, m.mnt, lines, 1 if nbad else 0,
+                 summary(len(good), sum(len(d) for _, d in good), len(gone), nbad),
+                 failed_line(nbad) if nbad else '')
+            row = planread.plans(m.mnt).get('default', {})
+            ck.eq('%s: .shardfs/plans paths, missing, failed' % label,
+                  tuple(row.get(k) for k in ('paths', 'missing', 'failed')),
+                  (len(good), len(gone), nbad))
+        ck.eq('after the rounds: index_errors', m.stats()['index_errors'], 1)
+
+
+GROUPS = {'storedown': (group_storedown, 120), 'refused': (group_refused, 120)}
 
 
 if __name__ == '__main__':
