@@ -327,7 +327,11 @@ void backend_read_version_async(struct backend *be, const char *key, const char 
  * asked (on the I/O thread) before a receive with *len the most bytes
  * wanted: the memory where they may land (*len lowered to what fits, at
  * least 1), or NULL (the engine receives into its own buffer, as without
- * an offer). Only the receive writes it; the bytes received are then
+ * an offer). NULL with *len set to 0, for a BACKEND_READ_PAUSABLE read:
+ * the sink is full, it would answer BACKEND_SINK_FULL to any piece now
+ * (and its owner calls backend_sink_ready when it has room, as after that
+ * answer): the transfer pauses before the receive, as if a piece had been
+ * refused, and nothing is received. Only the receive writes it; the bytes received are then
  * handed to the sink's cb as ever (buf pointing into that memory, at off;
  * cb sees its own memory: it need not copy), before any other call of cb
  * or of this; no bytes (a receive that got none) leave it untouched. When

@@ -542,6 +542,14 @@ size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
 	return backend__io_header_line(x, buf, size * n) < 0 ? 0 : size * n;
 }
 
+void backend__io_paused(struct xfer *x)
+{
+	x->paused = 1;
+	x->paused_ns = uv_hrtime();
+	atomic_fetch_add_explicit(&x->io->n_pauses, 1, memory_order_relaxed);
+	backend__io_pause_note(x->io);
+}
+
 size_t backend__io_body(struct xfer *x, const char *buf, size_t n)
 {
 	struct backend_req *r = x->r;
@@ -585,10 +593,7 @@ size_t backend__io_body(struct xfer *x, const char *buf, size_t n)
 		if (err == BACKEND_SINK_FULL && r->pausable) {
 			/* the same bytes come again when curl is told to go on */
 			x->rx -= size * n;
-			x->paused = 1;
-			x->paused_ns = uv_hrtime();
-			atomic_fetch_add_explicit(&x->io->n_pauses, 1, memory_order_relaxed);
-			backend__io_pause_note(x->io);
+			backend__io_paused(x);
 			return CURL_WRITEFUNC_PAUSE;
 		}
 		if (err < 0) {

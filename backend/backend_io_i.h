@@ -567,6 +567,10 @@ int backend__io_retry_after_ms(const char *s, size_t len, int64_t now, int64_t *
  * the breaker's probes watch (backend_io_breaker.c), not a wait. */
 #define IO_RETRY_AFTER_MAX_MS 60000
 size_t backend__io_body(struct xfer *x, const char *buf, size_t len);
+/* x's sink is full (BACKEND_SINK_FULL, or a pausable sink's memory offer
+ * that says so): x paused, counted, its resume due (backend_sink_ready, or
+ * the backstop's tick) */
+void backend__io_paused(struct xfer *x);
 int backend__io_progress(struct xfer *x);
 void backend__io_attempt_reset(struct xfer *x);
 size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg);

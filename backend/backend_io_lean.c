@@ -32,7 +32,8 @@
  * (BACKEND_SINK_FULL) leaves the piece in the buffer (a piece received in
  * the sink's memory is copied there first: that memory is the sink's again
  * once it answered, and a fill may hand it to its writer) and the socket
- * unpolled until backend__io_lean_resume offers it again.
+ * unpolled until backend__io_lean_resume offers it again; one that says it
+ * is full when asked for memory (*len 0) pauses before the receive.
  *
  * Kept alive when the answer was read whole and neither side said close;
  * closed on any error, on Connection: close, at HTTP/1.0 without
@@ -52,8 +53,8 @@
  * store to curl.
  * Past an answer's head the loop is woken for its body only once the body's
  * rest (up to IO_LOWAT_MAX) is in (the socket's SO_RCVLOWAT: on_readable),
- * the mark back to 1 at the answer's end and on a resume; each tick asks for
- * what is in, so bytes short of the mark wait at most a tick. For a sink
+ * the mark back to 1 at the answer's end (a pause keeps it); each tick asks
+ * for what is in, so bytes short of the mark wait at most a tick. For a sink
  * that offers memory and never pauses (the stage's reads) the mark is set
  * when the request is sent, to the range's rest: the head and the body
  * wake the loop once (test io-inplace), and an answer shorter than it (an
@@ -97,13 +98,13 @@
  * is received in the sink's memory */
 #define LEAN_HEAD_RECV 2048
 /* A receive of body for a sink that offers memory and may pause, when it
- * offers none (a fill whose writer is full: the piece is about to be
- * refused and held) asks for at most this much: the held piece is one page
- * of the connection's buffer, the page the head was received into, so a
- * connection faults in 1 page of its buffer, not 16 (a fresh mount's
- * prefetch opens some 40 connections, each page fault a trap to the
- * hypervisor on a VM: tests/bench/README.md, L4), and the bytes copied
- * once the sink takes them again are a page, not 64 KiB */
+ * offers none and is not full (a piece it may yet refuse, to be held) asks
+ * for at most this much: the held piece is one page of the connection's
+ * buffer, the page the head was received into, so a connection faults in 1
+ * page of its buffer, not 16 (a fresh mount's prefetch opens some 40
+ * connections, each page fault a trap to the hypervisor on a VM:
+ * tests/bench/README.md, L4), and the bytes copied once the sink takes them
+ * again are a page, not 64 KiB */
 #define LEAN_NOMEM_RECV 4096
 
 enum lc_state { LC_IDLE, LC_RESOLVE, LC_CONNECT, LC_SEND, LC_HEAD, LC_BODY, LC_DONE };
@@ -525,7 +526,8 @@ static int head_cut(struct lconn *c)
 }
 
 /* Where c's next receive goes and how much it asks for (*want): the head
- * buffer, or the sink's memory when it offers some (*inplace). */
+ * buffer, or the sink's memory when it offers some (*inplace); NULL: a
+ * sink that may pause is full (no memory and *len 0): pause, no receive. */
 static char *recv_dst(struct lconn *c, size_t *want, int *inplace)
 {
 	struct xfer *x = c->x;
@@ -557,6 +559,8 @@ static char *recv_dst(struct lconn *c, size_t *want, int *inplace)
 		*inplace = 1;
 		return m;
 	}
+	if (x->r->pausable && w == 0)
+		return NULL; /* full: it would refuse any piece now */
 	if (x->r->pausable && *want > LEAN_NOMEM_RECV)
 		*want = LEAN_NOMEM_RECV; /* a piece about to be held */
 	return c->buf;
@@ -615,6 +619,11 @@ static void recv_some(struct lconn *c)
 		int inplace, r;
 		char *dst = recv_dst(c, &want, &inplace);
 
+		if (!dst) { /* nothing held, nothing copied out and back */
+			backend__io_paused(c->x);
+			lc_poll(c, 0); /* TCP holds the sender back */
+			return;
+		}
 		n = recv(c->fd, dst, want, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -879,24 +888,22 @@ void backend__io_lean_detach(struct xfer *x)
 	io->nlean_idle++;
 }
 
+/* x goes on: its held piece offered again, its socket polled with the mark
+ * on_readable keeps (set only if the held piece moved the body's rest under
+ * it: no system call a pause else); bytes short of it wait for the tick. */
 void backend__io_lean_resume(struct xfer *x)
 {
 	struct lconn *c = x->lc;
 	const char *p;
-	size_t n;
 
-	if (c)
-		backend__io_lowat(c->fd, &c->lowat, 1); /* what came while paused */
-	if (!c || !c->held) {
-		if (c && c->state == LC_BODY)
-			lc_poll(c, UV_READABLE);
+	if (!c || (!c->held && c->state != LC_BODY))
 		return;
+	if ((p = c->held) != NULL) {
+		c->held = NULL;
+		if (deliver(c, p, c->held_len, 0))
+			return;
 	}
-	p = c->held;
-	n = c->held_len;
-	c->held = NULL;
-	if (deliver(c, p, n, 0))
-		return;
+	backend__io_lowat(c->fd, &c->lowat, c->state == LC_BODY ? c->body_left : 1);
 	lc_poll(c, UV_READABLE);
 }
 

@@ -191,10 +191,15 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 /* backend_sink_mem_cb: the gathered buffer's free end, for the bytes at
  * off (the next expected), up to the run's end: the store's I/O thread
  * receives them there and fill_sink_write takes them without a copy. None
- * (its usual path) while the writer has FILL_WQ_MAX buffers to write (the
- * piece is about to be refused: a refused piece is copied out) or the fill
- * is withdrawn. A buffer taken here with no bytes received into it is
- * filled later or put back at the run's end (fill_run_done). */
+ * when the fill is withdrawn (its usual path: the piece's write says so).
+ * None with *len 0 (full: the transfer pauses before a receive, nothing
+ * received, held or copied out and back) when fill_sink_write would refuse
+ * any piece now: an asynchronous fill's writer has FILL_WQ_MAX buffers to
+ * write, or a prefetch's needs a fresh buffer while the pool has
+ * FILL_BUFS_MAX out; both asks set the writer's wake-up flag first, as a
+ * refusal does, so the pause has its backend_sink_ready. A buffer taken
+ * here with no bytes received into it is filled later or put back at the
+ * run's end (fill_run_done). */
 static void *fill_sink_mem(void *arg, uint64_t off, size_t *len)
 {
 	struct fill_sink *s = arg;
@@ -202,13 +207,17 @@ static void *fill_sink_mem(void *arg, uint64_t off, size_t *len)
 	size_t room;
 
 	if (off != s->next || s->next >= s->end ||
-	    atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed) ||
-	    (s->slot->fill->async &&
-	     atomic_load_explicit(&ct->wr.wq_bufs, memory_order_relaxed) >= FILL_WQ_MAX))
+	    atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed))
 		return NULL;
+	if (s->slot->fill->async && sink_full(ct, FILL_WQ_MAX)) {
+		*len = 0;
+		return NULL;
+	}
 	if (!s->cur) {
-		if (s->slot->pf && s->slot->fill->async && !cachetier__buf_room(ct))
-			return NULL; /* the piece is refused (fill_sink_write) */
+		if (s->slot->pf && s->slot->fill->async && !cachetier__buf_room(ct)) {
+			*len = 0;
+			return NULL;
+		}
 		s->cur = cachetier__buf_get(ct);
 		if (!s->cur)
 			return NULL;
