@@ -163,6 +163,14 @@ void httpsrv_accept_client(int lfd, int wait_s, int *c, int *cfd)
 		FAIL("the client's socket (port %u) not found", ntohs(peer.sin_port));
 }
 
+void httpsrv_fill(unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (unsigned char)(seed >> 16);
+	}
+}
+
 int httpsrv_inq(int fd)
 {
 	int n = -1;

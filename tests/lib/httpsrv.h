@@ -1,9 +1,9 @@
 /*
  * httpsrv.h — the pieces of a hand-driven HTTP/1.1 test server on 127.0.0.1 and of the reads
  * the C tests send it through the remote stores (tests/unit/test_ioconn.c, test_iolowat.c,
- * test_ioinplace.c): a listener, one request's Range read, a 206 answer's head, a read's end
- * awaited, the client's socket seen from the server (its queue, its mark), the lean engine's
- * store of one connection.
+ * test_ioinplace.c, test_iopause.c): a listener, one request's Range read, a 206 answer's head, a
+ * read's end awaited, the client's socket seen from the server (its queue, its mark), the lean
+ * engine's store of one connection.
  *
  * Every failure of the server's own (a socket call, a request without a range of the body)
  * ends the test with FAIL (check.h). Every wait is bounded by the caller's seconds.
@@ -52,6 +52,9 @@ int httpsrv_client_fd(unsigned port);
 /* Accept one connection on lfd within wait_s seconds: the server's end into *c, the client's
  * (httpsrv_client_fd) into *cfd; else fail the test. */
 void httpsrv_accept_client(int lfd, int wait_s, int *c, int *cfd);
+
+/* p[0..n) the seeded bytes of a test's object (the same seed, the same bytes). */
+void httpsrv_fill(unsigned char *p, size_t n, unsigned seed);
 
 /* The bytes in fd's receive queue (SIOCINQ), or -1. */
 int httpsrv_inq(int fd);

@@ -227,7 +227,7 @@ int main(void)
 	struct backend *be;
 	struct srv s = {0};
 	pthread_t srv;
-	unsigned port, seed = 37;
+	unsigned port;
 	static const uint64_t offs[NREADS] = {1000, 4096 + 7, 333, 777, 5000};
 	static const size_t lens[NREADS] = {ONE, TWO, ONE, ONE, ONE};
 	static const unsigned flags[NREADS] = {0, 0, BACKEND_READ_PAUSABLE, BACKEND_READ_PAUSABLE,
@@ -236,10 +236,7 @@ int main(void)
 	 * sink offered no memory for), then receives in the sink's memory */
 	static const unsigned want_calls[NREADS] = {2, 3, 2, 3, 0};
 
-	for (size_t i = 0; i < OBJ; i++) {
-		seed = seed * 1103515245u + 12345u;
-		body[i] = (unsigned char)(seed >> 16);
-	}
+	httpsrv_fill(body, OBJ, 37);
 	s.lfd = httpsrv_listen(4, &port);
 	for (int i = 0; i < NREADS; i++) {
 		s.r[i] = calloc(1, sizeof(*s.r[i]));

@@ -158,16 +158,13 @@ int main(void)
 	struct backend_stats st0, st1;
 	struct srv s = {0};
 	pthread_t srv;
-	unsigned port, seed = 41;
+	unsigned port;
 	static const uint64_t offs[NREADS] = {1000, 4096 + 9};
 	static const size_t full_at[NREADS] = {0, PIECE};
 	/* deliveries after the pause (read 1: all of them) */
 	static const unsigned want_calls[NREADS] = {2, 1};
 
-	for (size_t i = 0; i < OBJ; i++) {
-		seed = seed * 1103515245u + 12345u;
-		body[i] = (unsigned char)(seed >> 16);
-	}
+	httpsrv_fill(body, OBJ, 41);
 	s.lfd = httpsrv_listen(4, &port);
 	for (int i = 0; i < NREADS; i++) {
 		s.r[i] = calloc(1, sizeof(*s.r[i]));
