@@ -1,4 +1,4 @@
-"""Helpers for a shardfs mount: reading plans, dataset paths, the samples manifest.
+"""Helpers for a shardfs mount: reading plans, dataset paths, samples' bytes, the manifest.
 
 A plan tells the mount in which order files will be read: a file of mount-relative paths, one
 per line, which the mount reads when it gets the command ``plan [NAME] FILE`` (an ioctl on
@@ -6,7 +6,13 @@ per line, which the mount reads when it gets the command ``plan [NAME] FILE`` (a
 epoch's order this way before the epoch's first index is yielded; a DataLoader set up by
 ``plan_dataloader`` publishes it when iter() is called, before its workers start.
 
-Pure Python: torch is imported only by ``PlanSampler`` and ``plan_dataloader``.
+A sample's bytes: ``read_bytes`` reads a file in one READ request of the mount (up to the
+kernel's readahead window on the mount) and no other; Python's buffered ``open()`` (before
+3.14) also asks ``isatty()``, an ioctl the kernel forwards to the daemon on every open.
+``pil_loader`` is torchvision's default ``ImageFolder`` loader over it.
+
+Pure Python: torch is imported only by ``PlanSampler`` and ``plan_dataloader``, PIL only by
+``pil_loader``.
 """
 
 import collections
@@ -18,7 +24,7 @@ import warnings
 
 __all__ = ['FS_CTL_IOC', 'FS_CTL_IOC_LEN', 'PlanInfo', 'Sample', 'PlanSampler', 'clear_plan',
            'control', 'ctl_path', 'dataset_paths', 'find_mountpoint', 'plan', 'plan_dataloader', 'plan_fnv',
-           'plans', 'read_samples']
+           'pil_loader', 'plans', 'read_bytes', 'read_samples']
 
 # The control command's ioctl, as fs/core/include/fs_core_ctl.h defines it:
 # _IOW('S', 0x01, char[8192]).
@@ -219,6 +225,30 @@ def clear_plan(mountpoint, name=None):
     """Drop plan name (None: this process's pid-PID). FileNotFoundError when there is none."""
     _check_name(name)
     control(mountpoint, 'plan-clear ' + (name or 'pid-%d' % os.getpid()))
+
+
+# ---- samples' bytes ---------------------------------------------------------------------------
+
+def read_bytes(path):
+    """The bytes of the file at path (str, bytes or os.PathLike), as bytes. On a shardfs mount
+    a file up to the kernel's readahead window on the mount (--kernel-readahead: 256 KiB when
+    the daemon runs as root, else the kernel's 128 KiB) costs one READ request and nothing else
+    once its directory was listed: the file is opened unbuffered
+    (a FileIO), so no isatty() is asked. open(path, 'rb') (Python before 3.14) asks it for
+    every file (ioctl TCGETS), and the kernel forwards every ioctl of a FUSE file to the daemon
+    and caches no answer: a round trip per file that carries no bytes."""
+    with open(path, 'rb', buffering=0) as f:
+        return f.readall()
+
+
+def pil_loader(path):
+    """The image at path as torchvision's default ImageFolder loader gives it (PIL, converted
+    to RGB), read with read_bytes: ImageFolder(root, loader=shardfs.pil_loader) costs a READ a
+    sample and no ioctl."""
+    import io
+    from PIL import Image
+    with Image.open(io.BytesIO(read_bytes(path))) as img:
+        return img.convert('RGB')
 
 
 # ---- datasets ---------------------------------------------------------------------------------

@@ -33,6 +33,14 @@ GROUP:
                  multiprocessing_context='spawn' (2 workers) yields the order it published, the
                  same as the loader without plans (same seed). Before (python/shardfs at
                  c2d2565): PicklingError, the planned subclass shared DataLoader's name
+  read           the FUSE requests a sample's read costs, by the daemon's counters, on a local
+                 source's mount (the shards view, every directory listed first): 12 seeded JPEGs
+                 of up to 128 KiB and raw members of the sizes where pages end (1 B to 128 KiB)
+                 read once each by shardfs.read_bytes, shardfs.pil_loader,
+                 torchvision.io.read_file (a mapped read) and Python's open(p, 'rb').read():
+                 exactly one READ a sample, no IOCTL but one a buffered open() (its isatty()),
+                 no LOOKUP, GETATTR, OPEN, RELEASE, FLUSH or GETXATTR; the exact bytes, and
+                 pil_loader's image equal to torchvision's default loader's
   install        pip install --no-build-isolation --no-index of a copy of python/ into a target
                  directory (Debian's setuptools, offline): the installed module imports
 
@@ -546,7 +554,120 @@ def group_plan_early(env, ck):
         check_plan_early(env, ck, m.mnt)
 
 
+# The requests the kernel sends, by the daemon's counters (docs/counters.md).
+REQUEST_KEYS = ('lookups', 'getattrs', 'opens', 'releases', 'flushes', 'xattr_requests',
+                'ioctls', 'reads', 'forgets')
+# the ways a loader reads a sample's bytes: the expected IOCTLs a sample (READs: one each)
+READ_WAYS = (('read_bytes', 0), ('pil_loader', 0), ('torchvision.io.read_file', 0),
+             ('open().read()', 1))
+# raw members of the sizes where a read's pages end: up to the kernel's readahead window
+EDGE_SIZES = (1, 4095, 4096, 4097, 65536, 131071, 131072)
+
+
+def jpeg(rng):
+    """A JPEG of seeded noise and size (up to 128 KiB: within the kernel's own readahead window,
+    the smallest a mount has)."""
+    from PIL import Image
+    while True:
+        w, h = rng.randrange(8, 180), rng.randrange(8, 180)
+        img = Image.frombytes('RGB', (w, h), rng.randbytes(w * h * 3))
+        b = io.BytesIO()
+        img.save(b, 'JPEG', quality=rng.randrange(50, 96))
+        if b.tell() <= 131072:
+            return b.getvalue()
+
+
+def group_read(env, ck):
+    """See the module's doc (read). Every directory and file is held by an O_PATH fd once listed
+    (tests/lib kcache.Pins), so that another process's drop_caches cannot make the kernel
+    forget it."""
+    need_torch()
+    import torchvision.io
+    from torchvision.datasets.folder import default_loader
+    from shardfs_test.kcache import Pins
+    src = env.path('src')
+    os.makedirs(src)
+    data = {}
+    for w, (way, _) in enumerate(READ_WAYS):
+        with tarfile.open(os.path.join(src, 'way-%d.tar' % w), 'w') as tf:
+            names = ['k%02d.jpg' % k for k in range(12)]
+            if way != 'pil_loader':
+                names += ['e%d.bin' % n for n in EDGE_SIZES]
+            for nm in names:
+                b = jpeg(env.rng) if nm.endswith('.jpg') else env.rng.randbytes(
+                    int(nm[1:-4]))
+                ti = tarfile.TarInfo(nm)
+                ti.size = len(b)
+                ti.mtime = 1700000000
+                tf.addfile(ti, io.BytesIO(b))
+                data['way-%d/%s' % (w, nm)] = b
+    pins = Pins()
+    try:
+        with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+            try:
+                paths = []
+                for root, dirs, names in os.walk(m.mnt):
+                    for n in dirs + names:
+                        pins.path(os.path.join(root, n))
+                    paths += [os.path.relpath(os.path.join(root, n), m.mnt) for n in names]
+                ck.eq('members in the mount', sorted(p for p in paths if not p.endswith('.tar')),
+                      sorted(data))
+
+                def counts():
+                    # three reads of the stats file, the last one's counts and what one read
+                    # costs (the same every read once the mount's first OPEN and FLUSH, each
+                    # answered ENOSYS, came before)
+                    m.stats()
+                    b = m.stats()
+                    c = m.stats()
+                    return c, {k: c.get(k, -1) - b.get(k, -1) for k in REQUEST_KEYS}
+
+                for w, (way, ioctls) in enumerate(READ_WAYS):
+                    mine = sorted(p for p in data if p.startswith('way-%d/' % w))
+                    env.rng.shuffle(mine)
+                    before, _ = counts()
+                    got = {}
+                    for p in mine:
+                        path = os.path.join(m.mnt, p)
+                        if way == 'read_bytes':
+                            got[p] = shardfs.read_bytes(path)
+                        elif way == 'pil_loader':
+                            img = shardfs.pil_loader(path)
+                            got[p] = (img.mode, img.size, img.tobytes())
+                        elif way == 'open().read()':
+                            with open(path, 'rb') as f:
+                                got[p] = f.read()
+                        else:  # a mapped read: the bytes come as its pages are touched
+                            t = torchvision.io.read_file(path)
+                            got[p] = t.numpy().tobytes()
+                            del t
+                    st, cost = counts()
+                    d = {k: st.get(k, -1) - before.get(k, -1) - 3 * cost[k]
+                         for k in REQUEST_KEYS}
+                    log('%s: requests for %d samples: %s' % (way, len(mine), d))
+                    n = len(mine)
+                    if way == 'pil_loader':  # torchvision's own loader (its page cache warm)
+                        want = {p: (lambda i: (i.mode, i.size, i.tobytes()))(
+                            default_loader(os.path.join(m.mnt, p))) for p in mine}
+                    else:
+                        want = {p: data[p] for p in mine}
+                    ck.eq('%s: samples whose bytes differ' % way,
+                          [p for p in mine if got[p] != want[p]], [])
+                    ck.eq('%s: READs: one a sample' % way, d['reads'], n)
+                    ck.eq('%s: IOCTLs' % way, d['ioctls'], ioctls * n)
+                    ck.eq('%s: LOOKUPs (less forgets), GETATTRs, OPENs, RELEASEs, FLUSHes, '
+                          'GETXATTRs' % way,
+                          (d['lookups'] - d['forgets'], d['getattrs'], d['opens'],
+                           d['releases'], d['flushes'], d['xattr_requests']),
+                          (0, 0, 0, 0, 0, 0))
+            finally:
+                pins.close()  # before the unmount
+    finally:
+        pins.close()
+
+
 GROUPS = {'noplans': group_noplans, 'plan-early': group_plan_early, 'pickle': group_pickle,
+          'read': group_read,
           'sampler-local': group_sampler_local,
           'sampler-http': group_sampler_http,
           'manifest': group_manifest, 'install': group_install}
