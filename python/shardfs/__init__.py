@@ -16,13 +16,16 @@ Pure Python: torch is imported only by ``PlanSampler`` and ``plan_dataloader``, 
 """
 
 import collections
+import errno
 import fcntl
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 
-__all__ = ['FS_CTL_IOC', 'FS_CTL_IOC_LEN', 'PlanInfo', 'Sample', 'PlanSampler', 'clear_plan',
+__all__ = ['FS_CTL_IOC', 'FS_CTL_IOC_LEN', 'PlanInfo', 'PlanLookupError', 'Sample', 'PlanSampler',
+           'clear_plan',
            'control', 'ctl_path', 'dataset_paths', 'find_mountpoint', 'plan', 'plan_dataloader', 'plan_fnv',
            'pil_loader', 'plans', 'read_bytes', 'read_samples']
 
@@ -44,6 +47,24 @@ skipped because their lookup failed (failed: the shard could not be read or inde
 down), how many were read, its position
 (1 + the index of the furthest path read; 0: none), the bytes behind its paths, and the FNV-1a
 64 of its found paths (plan_fnv)."""
+
+
+class PlanLookupError(OSError):
+    """A plan was published, but the mount skipped paths whose lookup failed (their shard
+    could not be read or indexed: a store down, the cache directory removed, a shard refused
+    whole): they may be in the mount, so the plan is not what was asked. `shardfs plan` exits 1
+    for the same. errno EIO; info: the PlanInfo of the plan as published (its failed > 0)."""
+
+    def __init__(self, message, info):
+        super().__init__(errno.EIO, message)
+        self.info = info
+
+    def __str__(self):
+        return self.strerror
+
+    def __reduce__(self):
+        return (PlanLookupError, (self.strerror, self.info))
+
 
 Sample = collections.namedtuple('Sample', 'path shard offset size key')
 Sample.__doc__ = """A line of .shardfs/samples.tsv: the member's mount-relative path, its
@@ -125,9 +146,18 @@ def _plan_line(mountpoint, p):
     return b'' if b'\n' in b else b + b'\n'
 
 
+def _check_paths(paths, what):
+    """A str, bytes or os.PathLike given where a sequence of paths is expected would be taken
+    one character (or byte) a path: TypeError, naming the function and what to give."""
+    if isinstance(paths, (str, bytes, bytearray, os.PathLike)):
+        raise TypeError('%s: paths is one path (%r), not a sequence of paths: give [path]' % (
+            what, paths))
+
+
 def plan_fnv(paths, mountpoint='/'):
     """The fnv the mount shows in .shardfs/plans for a plan of these paths when each is found:
     FNV-1a 64 over each mount-relative path followed by a newline."""
+    _check_paths(paths, 'plan_fnv')
     h = 0xcbf29ce484222325
     for p in paths:
         for c in _relative(mountpoint, p) + b'\n':
@@ -159,8 +189,12 @@ def plan(mountpoint, paths, name=None):
     reads during the call, and removed. Returns the plan's PlanInfo (None if another process
     replaced it meanwhile). A plan the mount found only some paths of is a warning naming the
     count and the first path missed (a relative path is the mount's, not the working
-    directory's: glob.glob('mnt/**') gives the latter)."""
+    directory's: glob.glob('mnt/**') gives the latter). As `shardfs plan` exits 1 for it, a
+    plan with paths whose lookup failed (PlanInfo.failed > 0: their shards could not be read
+    or indexed, so they may be in the mount) raises PlanLookupError (published all the same:
+    its info is the PlanInfo); paths that merely name nothing are only the warning (exit 0)."""
     _check_name(name)
+    _check_paths(paths, 'plan')
     mountpoint = os.path.abspath(mountpoint)
     lines, head = [], []  # head: the first paths given, to name one the mount did not find
     for p in paths:
@@ -172,7 +206,8 @@ def plan(mountpoint, paths, name=None):
 
 def _publish(mountpoint, data, head, name):
     """plan()'s publication of the plan file's bytes data (each path mount-relative, with its
-    newline); head: the first paths as given, for the warning about missing ones."""
+    newline); head: the first paths as given, for the warning about missing ones. Paths whose
+    lookup failed: PlanLookupError (with the warning's text), else the PlanInfo."""
     name = name or 'pid-%d' % os.getpid()  # the mount's default is the sending thread's id
     d = tempfile.mkdtemp(prefix='shardfs-plan-')
     try:
@@ -186,7 +221,10 @@ def _publish(mountpoint, data, head, name):
         shutil.rmtree(d, ignore_errors=True)
     info = plans(mountpoint).get(name)
     if info is not None and (info.missing or info.failed):
-        _warn_missing(mountpoint, head, info)
+        text = _missing_text(mountpoint, head, info)
+        if info.failed:
+            raise PlanLookupError(text, info)
+        warnings.warn(text, stacklevel=3)
     return info
 
 
@@ -194,8 +232,8 @@ def _publish(mountpoint, data, head, name):
 _MISSING_LOOKS = 1000
 
 
-def _warn_missing(mountpoint, head, info):
-    """Warn that the mount found only some of a plan's paths, naming the first one missed
+def _missing_text(mountpoint, head, info):
+    """The words that the mount found only some of a plan's paths, naming the first one missed
     among head (looked up only now that some are missing) and, for a relative path that names
     a file when taken from the working directory, what it should have been."""
     given = info.paths + info.missing + info.failed
@@ -214,11 +252,10 @@ def _warn_missing(mountpoint, head, info):
                     'directory: this one is %r there' % cwd[len(mountpoint.rstrip('/')) + 1:])
     failed = ('; %d could not be looked up: their shards could not be read or indexed (see '
               'the mount\'s log)' % info.failed) if info.failed else ''
-    warnings.warn('shardfs: plan %r: %d of %d paths name nothing readable in %s%s%s '
-                  '(the mount\'s log gives their line numbers)%s' % (
-                      info.name, info.missing + info.failed, given, mountpoint,
-                      ' (the first: %r)' % (first,) if first is not None else '', hint, failed),
-                  stacklevel=3)
+    return ('shardfs: plan %r: %d of %d paths name nothing readable in %s%s%s '
+            '(the mount\'s log gives their line numbers)%s' % (
+                info.name, info.missing + info.failed, given, mountpoint,
+                ' (the first: %r)' % (first,) if first is not None else '', hint, failed))
 
 
 def clear_plan(mountpoint, name=None):
@@ -257,7 +294,17 @@ def dataset_paths(dataset, mountpoint=None):
     """The mount-relative path of every index of dataset: a torchvision ImageFolder or
     DatasetFolder (.samples, or .imgs), a torch Subset of one, or a sequence of paths (str,
     bytes or os.PathLike; absolute ones must lie inside the mount). mountpoint: found from the
-    first path when None. Returns (mountpoint, [path, ...])."""
+    first path when None. Returns (mountpoint, [path, ...]). One path given as the dataset
+    (str, bytes, os.PathLike: each character would be taken as a path): ValueError, as for a
+    dataset whose items are not paths."""
+    if isinstance(dataset, (str, bytes, bytearray, os.PathLike)):
+        raise ValueError('the dataset is one path (%r), not a dataset or a sequence of paths: '
+                         'give [path]' % (dataset,))
+    tud = sys.modules.get('torch.utils.data')  # loaded when the dataset is torch's
+    if tud is not None and isinstance(dataset, tud.IterableDataset):
+        # iterating it would read the whole stream (maybe endless) to find no index
+        raise ValueError('an IterableDataset (%s) has no indices to map to paths: plans need '
+                         'a map-style dataset' % type(dataset).__name__)
     if hasattr(dataset, 'dataset') and hasattr(dataset, 'indices'):  # torch.utils.data.Subset
         mp, inner = dataset_paths(dataset.dataset, mountpoint)
         return mp, [inner[i] for i in dataset.indices]
@@ -308,9 +355,10 @@ class PlanSampler(_sampler_base()):
     them to the mount as a plan (before the first index is yielded), then yields the wrapped
     sampler's items unchanged. `paths` is a dataset (dataset_paths) or a list of mount-relative
     paths. A dataset outside any shardfs mount, or a plan that cannot be published, is a
-    warning (strict=True: an error): reading works without one. A path with a newline
-    (which a plan file's line cannot hold) is left out of the plans, said once in a warning
-    (strict=True: ValueError), and read without one. After each __iter__,
+    warning (strict=True: an error): reading works without one; so is a plan published with
+    paths whose lookup failed (strict=True: PlanLookupError; last_plan is its PlanInfo either
+    way). A path with a newline (which a plan file's line cannot hold) is left out of the
+    plans, said once in a warning (strict=True: ValueError), and read without one. After each __iter__,
     last_indices and last_plan (its PlanInfo) say what was published. publish_next() draws and
     publishes the next epoch's order ahead of its __iter__ (plan_dataloader's loader calls it
     before its workers start)."""
@@ -380,6 +428,11 @@ class PlanSampler(_sampler_base()):
         try:
             self.last_plan = _publish(self.mountpoint, b''.join([self._lines[i] for i in idx]),
                                       [self.paths[i] for i in idx[:_MISSING_LOOKS]], self.name)
+        except PlanLookupError as e:  # published, some paths skipped: as plan() says it
+            self.last_plan = e.info
+            if self.strict:
+                raise
+            warnings.warn(str(e))
         except (OSError, ValueError) as e:
             if self.strict:
                 raise
@@ -465,7 +518,10 @@ def plan_dataloader(loader, mountpoint=None, name=None, strict=False):
     already keeps it (its name and strict). A dataset whose items are no paths in a shardfs
     mount (a list of numbers, files outside any mount) is a warning (strict=True:
     ValueError): the loader is left as it is, and the PlanSampler returned is not installed
-    (it plans nothing)."""
+    (it plans nothing). Anything but a DataLoader: TypeError."""
+    if not hasattr(loader, 'batch_sampler') or not hasattr(loader, 'dataset'):
+        raise TypeError('plan_dataloader needs a torch DataLoader, not %s (wrap the dataset in '
+                        'a DataLoader, or give PlanSampler a sampler)' % type(loader).__name__)
     bs = loader.batch_sampler
     if bs is None or not hasattr(bs, 'sampler'):
         raise ValueError('plan_dataloader needs a DataLoader with a batch sampler that has a '

@@ -16,7 +16,8 @@ at WORK/mnt, the working directory WORK:
     indexed, a path that names nothing and a shard's raw file: PlanInfo paths 1, missing 1,
     failed 1 (its lookup failed: the shard could not be indexed), and one warning, exact,
     that counts both and says the one could not be looked up (before the failed column of
-    .shardfs/plans: missing 2, and plan() parsed no line of the file).
+    .shardfs/plans: missing 2, and plan() parsed no line of the file); since 2026-12-03 that
+    text is a PlanLookupError's, not a warning (python-planfailed).
 Exact counts; no timing.
 """
 import glob
@@ -51,11 +52,14 @@ def make_source(env):
 
 
 def planned(ck, label, mnt, paths):
-    """plan() of paths: (PlanInfo, [warning texts])."""
+    """plan() of paths: (PlanInfo, [warning texts, then a PlanLookupError's text])."""
     with warnings.catch_warnings(record=True) as got:
         warnings.simplefilter('always')
-        info = shardfs.plan(mnt, paths, name='t')
-    msgs = [str(w.message) for w in got]
+        try:
+            info, err = shardfs.plan(mnt, paths, name='t'), []
+        except shardfs.PlanLookupError as e:  # published, with lookups that failed
+            info, err = e.info, [str(e)]
+    msgs = [str(w.message) for w in got] + err
     log('%s: %r %r' % (label, info, msgs))
     return info, msgs
 
@@ -117,7 +121,7 @@ def store_down(env, ck):
             info, msgs = planned(ck, 'store down', m.mnt, ['s1/m1.bin', 'nope/x', 's2.tar'])
             ck.eq('store down: paths, missing, failed',
                   info and (info.paths, info.missing, getattr(info, 'failed', None)), (1, 1, 1))
-            ck.eq('store down: the warning', msgs, [
+            ck.eq('store down: the PlanLookupError', msgs, [
                 "shardfs: plan 't': 2 of 3 paths name nothing readable in %s (the first: "
                 "'s1/m1.bin') (the mount's log gives their line numbers); 1 could not be "
                 "looked up: their shards could not be read or indexed (see the mount's log)"
