@@ -63,8 +63,8 @@ static int trust_one(const char *dir, const char *path, int inside)
 	if (lstat(path, &st) < 0)
 		return 0;	   /* gone: the cache tier says so */
 	if (S_ISLNK(st.st_mode)) { /* realpath resolved it: swapped meanwhile */
-		fprintf(stderr, "shardfs: cache directory %s: %s changed to a symbolic link\n", dir,
-			path);
+		fprintf(stderr, "shardfs: cache directory %s: %s changed to a symbolic link\n",
+			FS_Q(dir), FS_Q(path));
 		return -EPERM;
 	}
 	if (st.st_uid != me && (inside || st.st_uid != 0)) {
@@ -72,7 +72,7 @@ static int trust_one(const char *dir, const char *path, int inside)
 			"shardfs: cache directory %s: %s is owned by uid %ld, not by this user "
 			"(uid %ld)%s: its owner could replace what the daemon writes there; give "
 			"--cache-dir a directory of this user's (in fstab: cache-dir=DIR)\n",
-			dir, path, (long)st.st_uid, (long)me, inside ? "" : " or root");
+			FS_Q(dir), FS_Q(path), (long)st.st_uid, (long)me, inside ? "" : " or root");
 		return -EPERM;
 	}
 	if ((st.st_mode & 022) && (inside || !(st.st_mode & S_ISVTX))) {
@@ -80,7 +80,7 @@ static int trust_one(const char *dir, const char *path, int inside)
 			"shardfs: cache directory %s: %s is writable by other users (mode %04o): "
 			"they could replace what the daemon writes there; 'chmod go-w %s' or give "
 			"another --cache-dir\n",
-			dir, path, (unsigned)(st.st_mode & 07777), path);
+			FS_Q(dir), FS_Q(path), (unsigned)(st.st_mode & 07777), FS_Q(path));
 		return -EPERM;
 	}
 	return 0;
@@ -122,7 +122,7 @@ unusable(const char *dir, int err, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "shardfs: cache directory %s: ", dir);
+	fprintf(stderr, "shardfs: cache directory %s: ", FS_Q(dir));
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);

@@ -244,7 +244,8 @@ static int core_log_open(struct fs *fs)
 		if (fs_log_open_file(logpath) < 0) {
 			int err = -errno;
 
-			fprintf(stderr, "shardfs: log file %s: %s\n", logpath, strerror(errno));
+			fprintf(stderr, "shardfs: log file %s: %s\n", FS_Q(logpath),
+				strerror(-err));
 			return err;
 		}
 	}
@@ -265,8 +266,8 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 	if (err < 0) {
 		const char *why = backend_last_error(NULL);
 
-		fprintf(stderr, "shardfs: source %s: %s%s%s\n", fs->cfg.source, source_error(err),
-			why && *why ? ": " : "", why ? why : "");
+		fprintf(stderr, "shardfs: source %s: %s%s%s\n", FS_Q(fs->cfg.source),
+			source_error(err), why && *why ? ": " : "", why ? why : "");
 		return err;
 	}
 	raise_nofile(); /* before cachetier_open, which sizes its fd bound from it */
@@ -278,7 +279,7 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 		int perm = err == -EACCES || err == -EPERM || err == -EROFS || err == -ENOENT;
 
 		/* the user may not know which directory was chosen, nor why */
-		fprintf(stderr, "shardfs: cache directory %s: %s%s\n", fs->cfg.ct.cache_dir,
+		fprintf(stderr, "shardfs: cache directory %s: %s%s\n", FS_Q(fs->cfg.ct.cache_dir),
 			strerror(-err),
 			perm ? "; name one this user can write with --cache-dir DIR (in fstab: "
 			       "cache-dir=DIR). Without it the cache directory is "
@@ -358,7 +359,7 @@ int fs_open(struct fs_config *cfg, unsigned flags, struct fs **out)
 		if (err < 0) {
 			const char *why = backend_last_error(fs->be);
 
-			fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", fs->cfg.source,
+			fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", FS_Q(fs->cfg.source),
 				source_error(err), why && *why ? ": " : "", why ? why : "");
 		}
 	}

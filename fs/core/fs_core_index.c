@@ -65,7 +65,8 @@ static int index_sidecar(struct fs *fs, uint32_t i, const struct shardidx *ix, c
 	return err;
 }
 
-int fs_index_shards(struct fs *fs, int sidecar, struct fs_index_report *r)
+int fs_index_shards(struct fs *fs, int sidecar, struct fs_index_report *r,
+		    void (*say)(const char *name, int sidecar, int err, void *arg), void *say_arg)
 {
 	memset(r, 0, sizeof(*r));
 	if (sidecar && !backend_is_local(fs->be))
@@ -80,7 +81,7 @@ int fs_index_shards(struct fs *fs, int sidecar, struct fs_index_report *r)
 		int err = fs_shard_index(fs, i, &ix, &stream);
 
 		if (err < 0) {
-			fprintf(stderr, "shardfs: %s: cannot index: %s\n", o->key, strerror(-err));
+			say(o->key, 0, err, say_arg);
 			r->failed++;
 			continue;
 		}
@@ -89,8 +90,7 @@ int fs_index_shards(struct fs *fs, int sidecar, struct fs_index_report *r)
 		path[0] = '\0';
 		err = index_sidecar(fs, i, ix, path, sizeof(path));
 		if (err < 0) {
-			fprintf(stderr, "shardfs: %s: %s\n", path[0] ? path : o->key,
-				strerror(-err));
+			say(path[0] ? path : o->key, 1, err, say_arg);
 			r->failed++;
 		} else {
 			r->sidecars++;

@@ -703,6 +703,17 @@ static int if_prepare(struct fs *fs)
 	if (err < 0) {
 		fprintf(stderr, "shardfs: imagefolder: cannot build the view: %s\n",
 			strerror(-err));
+		_Static_assert(IF_GAPS_MAX == 1000000u, "the message below says IF_GAPS_MAX");
+		/* the build's only E2BIG (gaps_put): said as what it is, not as
+		 * "Argument list too long" alone (the log, which names the
+		 * value, is in the cache directory by now) */
+		if (err == -E2BIG && fs->cfg.class_gaps == FS_GAPS_EMPTY)
+			fprintf(stderr,
+				"shardfs: imagefolder: --class-gaps empty: a .cls value lies more "
+				"than 1000000 past the values below it, and that many empty class "
+				"directories are not shown (the mount's log names the value); fix "
+				"the .cls members, or mount without --class-gaps empty to be told "
+				"the missing values\n");
 		if (err == -ENOSPC)
 			fprintf(
 			    stderr,

@@ -107,3 +107,76 @@ void fs_human_bytes(uint64_t b, char *out, size_t n)
 	}
 	snprintf(out, n, u ? "%.2f %s" : "%.0f %s", v, units[u]);
 }
+
+/* The length of the UTF-8 sequence at p (1 to 4), or 0 when the bytes
+ * there are not one (a stray continuation, an overlong form, a surrogate,
+ * past U+10FFFF, cut short). */
+static int utf8_len(const unsigned char *p)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	int len;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		len = 2;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		len = 3;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (p[0] == 0xe0)
+		lo = 0xa0;
+	else if (p[0] == 0xed)
+		hi = 0x9f;
+	else if (p[0] == 0xf0)
+		lo = 0x90;
+	else if (p[0] == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (int i = 2; i < len; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+const char *fs_quote(const char *s, char *buf, size_t n)
+{
+	/* cut: the last end of a unit that leaves room for "...(N bytes)" */
+	size_t o = 0, cut = 0, total = strlen(s);
+	const unsigned char *p = (const unsigned char *)s;
+
+	if (!total) {
+		snprintf(buf, n, "''");
+		return buf;
+	}
+	while (*p) {
+		char unit[16];
+		int len = utf8_len(p), u;
+
+		if (*p == '\\')
+			u = snprintf(unit, sizeof(unit), "\\\\");
+		else if (*p == '\n' || *p == '\t' || *p == '\r')
+			u = snprintf(unit, sizeof(unit), "\\%c",
+				     *p == '\n'	  ? 'n'
+				     : *p == '\t' ? 't'
+						  : 'r');
+		else if (*p < 0x20 || *p == 0x7f || !len)
+			u = snprintf(unit, sizeof(unit), "\\x%02x", *p);
+		else
+			u = snprintf(unit, sizeof(unit), "%.*s", len, (const char *)p);
+		if (o + (size_t)u >= n) {
+			snprintf(buf + cut, n - cut, "...(%zu bytes)", total);
+			return buf;
+		}
+		memcpy(buf + o, unit, (size_t)u);
+		o += (size_t)u;
+		if (o + 32 < n)
+			cut = o;
+		p += len ? len : 1;
+	}
+	buf[o] = '\0';
+	return buf;
+}

@@ -525,8 +525,7 @@ static int enum_index(const struct fs_opt *o, const char *val)
 	}
 }
 
-/* Say on stderr which values --OPT takes (the option's type and range),
- * then that val is not one of them. */
+/* Say on stderr which values --OPT takes (type, range), then not val. */
 static void say_wants(const struct fs_opt_cmd *cmd, const struct fs_opt *o, const char *val)
 {
 	char lo[32], hi[32], names[256];
@@ -582,7 +581,7 @@ static void say_wants(const struct fs_opt_cmd *cmd, const struct fs_opt *o, cons
 	default:
 		fprintf(stderr, "a value");
 	}
-	fprintf(stderr, ", not '%s'\n", val);
+	fprintf(stderr, ", not '%s'\n", FS_QV(val));
 }
 
 /* Seconds: decimal only (strtod alone would also take 0x10, 1e3, 0x1p3),
@@ -605,8 +604,7 @@ static int parse_seconds(const struct fs_opt *o, const char *val, double *out)
 	return 0;
 }
 
-/* An unsigned value within the option's range: digits only (UINT, U64),
- * or a size (SIZE, SIZE32). */
+/* An unsigned value in range: digits only (UINT, U64), or a size (SIZE*). */
 static int parse_ranged(const struct fs_opt *o, const char *val, uint64_t *out)
 {
 	int size = o->type == FS_OPT_SIZE || o->type == FS_OPT_SIZE32;
@@ -750,7 +748,7 @@ int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv,
 		if (only_pos || a[0] != '-' || a[1] == '\0') {
 			if (npos == cmd->npos) {
 				fprintf(stderr, "shardfs: %s: unexpected argument '%s'\n",
-					cmd->name, a);
+					cmd->name, FS_QV(a));
 				return -EINVAL;
 			}
 			pos[npos++] = a;
@@ -775,11 +773,12 @@ int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv,
 		if (!o) {
 			fprintf(stderr,
 				"shardfs: %s: unknown option '%s' (see 'shardfs %s --help')\n",
-				cmd->name, a, cmd->name);
+				cmd->name, FS_QV(a), cmd->name);
 			return -EINVAL;
 		}
 		if (o->type == FS_OPT_FLAG && val) {
-			fprintf(stderr, "shardfs: %s: option '%s' takes no value\n", cmd->name, a);
+			fprintf(stderr, "shardfs: %s: option '%s' takes no value\n", cmd->name,
+				FS_QV(a));
 			return -EINVAL;
 		}
 		if (o->type != FS_OPT_FLAG && !val) {
@@ -869,7 +868,7 @@ static void cache_size_to_disk(const char *cmd, struct fs_config *cfg)
 	fprintf(stderr,
 		"shardfs: %s: --cache-size %s is more than the filesystem of %s holds above its "
 		"reserve: the cache keeps at most %s\n",
-		cmd, a, cfg->ct.cache_dir, b);
+		cmd, a, FS_Q(cfg->ct.cache_dir), b);
 	cfg->ct.cache_size_bytes = room;
 }
 
@@ -880,7 +879,7 @@ static int check_common(const char *cmd, struct fs_config *cfg)
 
 	if (cfg->be.ca_file && access(cfg->be.ca_file, R_OK) < 0) {
 		fprintf(stderr, "shardfs: %s: --ca-file %s: cannot read the CA file: %s\n", cmd,
-			cfg->be.ca_file, strerror(errno));
+			FS_Q(cfg->be.ca_file), strerror(errno));
 		return -EINVAL;
 	}
 	if (cfg->be.max_connections < cfg->be.connections) {
@@ -964,9 +963,10 @@ int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg)
 	if (!cfg->mountpoint) {
 		err = -errno;
 		if (err == -ENOTCONN)
-			fs_say_dead_mount(pos[1]);
+			fs_say_dead_mount(FS_Q(pos[1]));
 		else
-			fprintf(stderr, "shardfs: mountpoint %s: %s\n", pos[1], strerror(-err));
+			fprintf(stderr, "shardfs: mountpoint %s: %s\n", FS_Q(pos[1]),
+				strerror(-err));
 		return err;
 	}
 	return 0;

@@ -297,9 +297,10 @@ static int mount_point_ready(const char *mp, int nonempty, int *lockfd)
 				fprintf(stderr,
 					"shardfs: another 'shardfs mount' at %s is under way (this "
 					"one would be stacked over it)\n",
-					mp);
+					FS_Q(mp));
 			else
-				fprintf(stderr, "shardfs: mountpoint %s: %s\n", mp, strerror(-err));
+				fprintf(stderr, "shardfs: mountpoint %s: %s\n", FS_Q(mp),
+					strerror(-err));
 			close(*lockfd);
 			*lockfd = -1;
 			return err;
@@ -311,32 +312,32 @@ static int mount_point_ready(const char *mp, int nonempty, int *lockfd)
 		/* statfs always reaches the daemon (stat may be answered from
 		 * the kernel's attribute cache) */
 		if (statfs(mp, &sf) < 0 && errno == ENOTCONN)
-			fs_say_dead_mount(mp);
+			fs_say_dead_mount(FS_Q(mp));
 		else
 			fprintf(stderr,
 				"shardfs: %s is already a shardfs mount; 'shardfs umount %s' "
 				"first\n",
-				mp, mp);
+				FS_Q(mp), FS_Q(mp));
 		return -EBUSY;
 	}
 	if (stat(mp, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		if (errno == ENOTCONN)
-			fs_say_dead_mount(mp);
+			fs_say_dead_mount(FS_Q(mp));
 		else
-			fprintf(stderr, "shardfs: mountpoint %s is not a directory\n", mp);
+			fprintf(stderr, "shardfs: mountpoint %s is not a directory\n", FS_Q(mp));
 		return -ENOTDIR;
 	}
 	if (!nonempty && !dir_is_empty(mp)) {
 		fprintf(stderr,
 			"shardfs: mountpoint %s is not empty: the mount would hide its files "
 			"(-o nonempty mounts over them)\n",
-			mp);
+			FS_Q(mp));
 		return -ENOTEMPTY;
 	}
 	if (open(mp, O_PATH | O_DIRECTORY | O_CLOEXEC) < 0) {
 		int err = -errno;
 
-		fprintf(stderr, "shardfs: mountpoint %s: %s\n", mp, strerror(-err));
+		fprintf(stderr, "shardfs: mountpoint %s: %s\n", FS_Q(mp), strerror(-err));
 		return err;
 	}
 	return 0;
@@ -369,7 +370,7 @@ static int mount_daemonize(const char *mp, int pfd[2], int lockfd, int *status)
 		/* mounted; the kernel's INIT may still fail. statfs waits for
 		 * INIT and fails if the session died */
 		if (n == 1 && ok == 0 && !mount_answers(mp)) {
-			fprintf(stderr, "shardfs: the mount at %s does not answer\n", mp);
+			fprintf(stderr, "shardfs: the mount at %s does not answer\n", FS_Q(mp));
 			n = 0;
 		}
 		*status = n == 1 && ok == 0 ? 0 : 1;
@@ -447,7 +448,7 @@ int fs_fuse_mount_main(int argc, char **argv)
 	err = fs_ll_run(fs, pfd[1], a.foreground ? lockfd : -1);
 	/* -EPIPE, -EINTR: nobody waits any more (fs_ll_run) */
 	if (err < 0 && pfd[1] >= 0 && err != -EPIPE && err != -EINTR)
-		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", a.mountpoint);
+		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", FS_Q(a.mountpoint));
 	fs_log(FS_LOG_INFO, "unmounted %s", a.mountpoint);
 	/* fills still running (readahead, prefetch) end now instead of after
 	 * their retry budgets (fs_cancel); then the cache records what was

@@ -61,14 +61,26 @@ static int index_loop_check(const char *source)
 		    stderr,
 		    "shardfs index: %s holds the shardfs mount %s (of %s): indexing it would "
 		    "read that mount's shards through the mount; index a directory without it\n",
-		    source, mp, src);
+		    FS_Q(source), FS_Q(mp), FS_Q(src));
 	else
 		fprintf(stderr,
 			"shardfs index: %s is the shardfs mount %s or lies inside it: indexing it "
 			"would read the shards through the mount; index the mount's source (%s) "
 			"instead (the mount indexed its shards already, in its cache directory)\n",
-			source, mp, src);
+			FS_Q(source), FS_Q(mp), FS_Q(src));
 	return 1;
+}
+
+/* fs_index_shards' say: a shard that could not be indexed, or its sidecar
+ * not written, on one line whatever bytes its name holds (fs_quote). */
+static void index_say(const char *name, int sidecar, int err, void *arg)
+{
+	(void)arg;
+	if (sidecar)
+		fprintf(stderr, "shardfs: index: sidecar %s: %s\n", FS_Q(name), strerror(-err));
+	else
+		fprintf(stderr, "shardfs: index: %s: cannot index: %s\n", FS_Q(name),
+			strerror(-err));
 }
 
 int fs_index_main(int argc, char **argv)
@@ -103,19 +115,23 @@ int fs_index_main(int argc, char **argv)
 	fs_config_free(cfg);
 	if (err < 0)
 		return 1; /* said on stderr */
-	if (fs_index_shards(fs, sidecar, &r) < 0) {
+	if (fs_index_shards(fs, sidecar, &r, index_say, NULL) < 0) {
 		fprintf(stderr, "shardfs: --sidecar needs a local source (upload NAME.tar.idx "
 				"files yourself)\n");
 		fs_close(fs);
 		return 1;
 	}
-	printf("indexed %u %s (%llu built, %llu from the cache, %llu from sidecars)%s",
+	printf("indexed %u %s (%llu built, %llu from the cache, %llu from sidecars)",
 	       r.shards - r.failed, fs_plural(r.shards - r.failed, "shard", "shards"),
 	       (unsigned long long)r.built, (unsigned long long)r.loaded,
-	       (unsigned long long)r.from_sidecar, sidecar ? "" : "\n");
+	       (unsigned long long)r.from_sidecar);
 	if (sidecar)
-		printf("; wrote %u sidecar %s\n", r.sidecars,
+		printf("; wrote %u sidecar %s", r.sidecars,
 		       fs_plural(r.sidecars, "index", "indexes"));
+	/* the exit status 1 said where the eye looks first, beside the counts */
+	if (r.failed)
+		printf("; %u of %u failed (said on stderr)", r.failed, r.shards);
+	printf("\n");
 	/* keeps a brace pattern's sizes, for offline mounts (fs_ns_keep_learned) */
 	fs_close(fs);
 	return r.failed ? 1 : 0;

@@ -158,7 +158,7 @@ static int walk(struct pk *p, const char *rel)
 		}
 		if (lstat(full, &st) < 0) {
 			err = -errno;
-			fprintf(stderr, "shardfs: pack: %s: %s\n", full, strerror(-err));
+			fprintf(stderr, "shardfs: pack: %s: %s\n", FS_Q(full), strerror(-err));
 			break;
 		}
 		if (S_ISLNK(st.st_mode)) {
@@ -166,7 +166,7 @@ static int walk(struct pk *p, const char *rel)
 			fprintf(stderr,
 				"shardfs: pack: %s: a symbolic link, skipped (links are not "
 				"followed)\n",
-				full);
+				FS_Q(full));
 		} else if (S_ISDIR(st.st_mode))
 			err = walk(p, sub);
 		else if (S_ISREG(st.st_mode))
@@ -243,7 +243,8 @@ static int add_member(struct archive *a, const char *name, uint64_t size, int64_
 	 * as a shard made by any tar holds it */
 	h = archive_write_header(a, e);
 	if (h != ARCHIVE_OK && h != ARCHIVE_WARN) {
-		fprintf(stderr, "shardfs: pack: member %s: %s\n", name, archive_error_string(a));
+		fprintf(stderr, "shardfs: pack: member %s: %s\n", FS_Q(name),
+			archive_error_string(a));
 		err = -EIO;
 	}
 	while (!err && left) {
@@ -294,7 +295,7 @@ static int compress_file(struct pk *p, const char *src, const char *dst)
 	}
 	archive_write_set_bytes_in_last_block(a, 1);
 	if (archive_write_open_filename(a, dst) != ARCHIVE_OK) {
-		fprintf(stderr, "shardfs: pack: %s: %s\n", dst, archive_error_string(a));
+		fprintf(stderr, "shardfs: pack: %s: %s\n", FS_Q(dst), archive_error_string(a));
 		err = -EIO;
 		goto out;
 	}
@@ -348,7 +349,7 @@ static int add_sample(const struct pk *p, struct archive *a, const struct fs_pac
 		fd = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0) {
 			err = -errno;
-			fprintf(stderr, "shardfs: pack: %s: %s\n", full, strerror(errno));
+			fprintf(stderr, "shardfs: pack: %s: %s\n", FS_Q(full), strerror(errno));
 			break;
 		}
 		err = add_member(a, f->member, f->size, f->mtime, f->mode, fd, NULL);
@@ -430,7 +431,7 @@ out:
 	if (o.fd >= 0)
 		close(o.fd);
 	if (err)
-		fprintf(stderr, "shardfs: pack: %s: %s\n", path, strerror(-err));
+		fprintf(stderr, "shardfs: pack: %s: %s\n", FS_Q(path), strerror(-err));
 	unlink(raw);
 	unlink(tmp);
 	shardidx_builder_free(o.b);
@@ -461,12 +462,13 @@ static int check_prefix_dir(const char *prefix)
 	if (stat(dir, &st) < 0) {
 		int err = -errno;
 
-		fprintf(stderr, "shardfs: pack: output directory %s: %s%s\n", dir, strerror(-err),
+		fprintf(stderr, "shardfs: pack: output directory %s: %s%s\n", FS_Q(dir),
+			strerror(-err),
 			err == -ENOENT ? " (pack creates none: make it first)" : "");
 		return err;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "shardfs: pack: output directory %s: not a directory\n", dir);
+		fprintf(stderr, "shardfs: pack: output directory %s: not a directory\n", FS_Q(dir));
 		return -ENOTDIR;
 	}
 	return 0;
@@ -484,8 +486,8 @@ static int parse_args(struct pk *p, int argc, char **argv)
 	} else if (p->compress && !strcmp(p->compress, "gzip")) {
 		p->codec = FS_CODEC_GZIP;
 	} else if (p->compress) {
-		fprintf(stderr, "shardfs: pack: --compress wants zstd or gzip, not '%s'\n",
-			p->compress);
+		fprintf(stderr, "shardfs: pack: --compress wants zstd or gzip, not %s\n",
+			FS_Q(p->compress));
 		return -EINVAL;
 	}
 	p->in = pos[0];
@@ -512,7 +514,7 @@ int fs_pack_main(int argc, char **argv)
 	}
 	err = walk(&p, "");
 	if (err < 0) {
-		fprintf(stderr, "shardfs: pack: %s: %s\n", p.in, strerror(-err));
+		fprintf(stderr, "shardfs: pack: %s: %s\n", FS_Q(p.in), strerror(-err));
 		goto out;
 	}
 	err = fs_pack_plan_members(&p.plan);
@@ -521,7 +523,7 @@ int fs_pack_main(int argc, char **argv)
 		goto out;
 	}
 	if (pl->nsamples == 0) {
-		fprintf(stderr, "shardfs: pack: %s has no files\n", p.in);
+		fprintf(stderr, "shardfs: pack: %s has no files\n", FS_Q(p.in));
 		goto out;
 	}
 	if (p.shuffle)
@@ -547,7 +549,7 @@ int fs_pack_main(int argc, char **argv)
 			if (access(path, F_OK) == 0) {
 				fprintf(stderr,
 					"shardfs: pack: %s exists (use --force to overwrite)\n",
-					path);
+					FS_Q(path));
 				goto out;
 			}
 		}

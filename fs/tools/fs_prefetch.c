@@ -101,6 +101,10 @@ struct pf_run {
 	int tty;     /* stdout is a terminal: a progress bar, else a line every 5 s */
 	int ended;   /* the mount's prefetch of these objects is over */
 	int overrun; /* another prefetch run began: the counters are no longer ours */
+	/* the bytes said up front not to fit (pf_say_plan: what was missing
+	 * less the cache's room as the run began), which the summary's figure
+	 * is held against (pf_say_unfit) */
+	uint64_t unfit0;
 };
 
 /* Check each PATH (argv[1..argc)) before anything is sent: not empty,
@@ -191,8 +195,11 @@ static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent, ch
 }
 
 /* Up front: what was asked, what was cached when it was asked (its fills
- * may be done by now), and what fits. */
-static void pf_say_plan(const struct pf_stats *s)
+ * may be done by now), and what fits in room, the cache's room before the
+ * run began (the room now has lost what this run's first fills took, which
+ * are still counted missing: room and missing are of one moment); the
+ * bytes said not to fit (0: none said). */
+static uint64_t pf_say_plan(const struct pf_stats *s, uint64_t room)
 {
 	char a[32], b[32], c[32], d[32];
 	uint64_t before = s->before < s->want ? s->before : s->want;
@@ -200,7 +207,7 @@ static void pf_say_plan(const struct pf_stats *s)
 
 	fs_human_bytes(s->want, a, sizeof(a));
 	fs_human_bytes(before, b, sizeof(b));
-	fs_human_bytes(s->room, c, sizeof(c));
+	fs_human_bytes(room, c, sizeof(c));
 	fs_human_bytes(s->limit, d, sizeof(d));
 	if (s->local && !missing)
 		printf("prefetch: %s asked, all of it read in place: the source is a local "
@@ -212,13 +219,14 @@ static void pf_say_plan(const struct pf_stats *s)
 		printf("prefetch: %s asked, %s of it cached; the cache (--cache-size %s) "
 		       "has room for %s more\n",
 		       a, b, d, c);
-	if (missing > s->room) {
-		fs_human_bytes(missing - s->room, a, sizeof(a));
+	if (missing > room) {
+		fs_human_bytes(missing - room, a, sizeof(a));
 		printf("prefetch: about %s will not fit: a prefetch fills only free room "
 		       "and never evicts (a larger --cache-size, or prefetch less)\n",
 		       a);
 	}
 	fflush(stdout);
+	return missing > room ? missing - room : 0;
 }
 
 /* Below this many seconds a rate says more about when the counters were
@@ -514,6 +522,36 @@ static int pf_join(struct pf_run *r, int argc, char **argv, const char *taken)
 	return rc;
 }
 
+/* The summary's "did not fit" (unfit bytes; printed as c) against the
+ * figure said up front (r->unfit0): when the two read differently, say by
+ * how much and why, so that no two figures of one run disagree unexplained.
+ * More: the fills are whole (a chunk, or an object's last units), and one
+ * that does not fit the room left is skipped whole, not cut to it; that
+ * room is left unfilled (the room now, r->s.room, shows it), and readers'
+ * fills take room too. Less: room was made meanwhile (a reader's fill, or
+ * another mount on the cache directory, evicted; a file was removed). */
+static void pf_say_unfit(const struct pf_run *r, uint64_t unfit, const char *c)
+{
+	char a[32], up[48], d[32], e[32];
+
+	fs_human_bytes(r->unfit0, a, sizeof(a));
+	if (strcmp(a, c) == 0)
+		return;
+	snprintf(up, sizeof(up), "%s%s", r->unfit0 ? "about " : "", r->unfit0 ? a : "none");
+	fs_human_bytes(unfit > r->unfit0 ? unfit - r->unfit0 : r->unfit0 - unfit, d, sizeof(d));
+	fs_human_bytes(r->s.room, e, sizeof(e));
+	if (unfit > r->unfit0)
+		printf(" (said up front: %s; %s more, as a fill is whole, a chunk of "
+		       "--chunk-size or an object's last units, and one that does not fit the "
+		       "room left is skipped whole; readers' fills take room too; the cache's "
+		       "room now: %s)",
+		       up, d, e);
+	else
+		printf(" (said up front: %s; %s less, as room was made meanwhile: evictions "
+		       "for readers' fills or by another mount on the cache directory)",
+		       up, d);
+}
+
 /* The summary: every byte asked is cached already, fetched now (by this
  * mount, or by another mount on the same cache directory meanwhile),
  * skipped because it did not fit, or missing (failed). The exit status. */
@@ -551,6 +589,7 @@ static int pf_summary(const struct pf_run *r)
 		printf(", %s fetched meanwhile by another mount on the cache directory", e);
 	}
 	printf(", %s cached already, %s did not fit", b, c);
+	pf_say_unfit(r, unfit, c);
 	if (missing) {
 		fs_human_bytes(missing, d, sizeof(d));
 		uint64_t failed = r->s.errors - (r->have_s0 ? r->s0.errors : 0);
@@ -641,7 +680,7 @@ int fs_prefetch_main(int argc, char **argv)
 		goto out;
 	}
 	r.run = r.s.run;
-	pf_say_plan(&r.s);
+	r.unfit0 = pf_say_plan(&r.s, r.have_s0 ? r.s0.room : r.s.room);
 	/* Ctrl-C or SIGTERM: stop following and say so (pf_stopped) */
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);

@@ -43,7 +43,7 @@ PATHS = 24  # generated hostile paths
 
 
 def quote(b):
-    """fs_quote (fs/tools/fs_client.c) of the bytes b, rewritten from its contract."""
+    """fs_quote (fs/core/fs_log.c) of the bytes b, rewritten from its contract."""
     if not b:
         return b"''"
     units = []

@@ -2307,6 +2307,13 @@ static void test_if_unreadable(void)
 	fs_close_core(fs);
 }
 
+/* fs_index_shards' say: a shard's error on stderr (the test expects none). */
+static void index_say(const char *name, int sidecar, int err, void *arg)
+{
+	(void)arg;
+	fprintf(stderr, "index: %s%s: %s\n", sidecar ? "sidecar " : "", name, strerror(-err));
+}
+
 /* ---- a sidecar's reads held while their request is given up -----------------
  * A shard's sidecar (s.tar.idx, written by fs_index_shards as 'shardfs index
  * --sidecar' writes it) read over the fault store, which holds the read
@@ -2395,7 +2402,7 @@ static void test_sidecar_held(void)
 	path_of(log, sizeof(log), "sc.log");
 	snprintf(source, sizeof(source), "%s/src/sc", tmp);
 	fs_open_core_at(&a, "shards", source, "sc-index");
-	err = fs_index_shards(a, 1, &rep);
+	err = fs_index_shards(a, 1, &rep, index_say, NULL);
 	CHECK(err == 0 && rep.shards == 1 && rep.failed == 0 && rep.sidecars == 1,
 	      "fs_index_shards: %d, %u shards, %u sidecars", err, (unsigned)rep.shards,
 	      (unsigned)rep.sidecars);

@@ -156,6 +156,20 @@ static inline const char *fs_plural(uint64_t n, const char *one, const char *man
 }
 /* b as "12.34 MiB" (B, KiB, MiB, GiB, TiB) into out. */
 void fs_human_bytes(uint64_t b, char *out, size_t n);
+/* fs_log.c — the one way a path (or any other argument a user gave, or a
+ * name of the source) reaches a message of the shardfs command on stderr:
+ * its bytes as they are, but a backslash as "\\", a newline, tab and
+ * carriage return as "\n", "\t", "\r", every other byte below 0x20, 0x7f
+ * and each byte that is not part of UTF-8 as "\xHH", and an empty one as
+ * ''; so a message stays one line and says which bytes were given. What
+ * does not fit buf (n bytes) is cut and said: "...(N bytes)". Returns buf.
+ * FS_Q(s) quotes into a buffer of its own that lives to the end of the
+ * enclosing block (one per use). */
+#define FS_QUOTE_MAX 512
+const char *fs_quote(const char *s, char *buf, size_t n);
+#define FS_Q(s) fs_quote((s), (char[FS_QUOTE_MAX]){0}, FS_QUOTE_MAX)
+/* FS_Q for a message that puts the value in '...' itself: '' when empty */
+#define FS_QV(s) ((s)[0] ? FS_Q(s) : "")
 void fs_log_set_debug(int on);
 
 #endif

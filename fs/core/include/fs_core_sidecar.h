@@ -47,8 +47,12 @@ struct fs_index_report {
  * leaving the indexes in the cache directory; with sidecar, also write
  * NAME.tar.idx beside each shard (a local source only: -EINVAL otherwise,
  * before any work). A brace pattern's sizes are learned first (many at
- * once). Each shard's error is said on stderr and counted in r->failed.
- * Returns 0 or -EINVAL. Blocks. */
-int fs_index_shards(struct fs *fs, int sidecar, struct fs_index_report *r);
+ * once). Each shard's error is counted in r->failed and handed to say
+ * (name: the shard's key, or the path of its sidecar that could not be
+ * written; err: a negative errno; arg: say_arg), which says it: a name is
+ * any bytes of the source, so the caller quotes it (fs_quote). Returns 0
+ * or -EINVAL. Blocks. */
+int fs_index_shards(struct fs *fs, int sidecar, struct fs_index_report *r,
+		    void (*say)(const char *name, int sidecar, int err, void *arg), void *say_arg);
 
 #endif
