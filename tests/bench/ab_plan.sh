@@ -4,9 +4,11 @@
 # that epoch that load disturbs less than wall time:
 #
 #   bash tests/bench/ab_plan.sh [--rounds 6] [--mode stat|strace|callgrind|none] [--out DIR]
-#                               [--data DIR] [--clean] NAME=BIN...
+#                               [--data DIR] [--clean] NAME=BIN[:READ]...
 #
-# BIN: a shardfs binary (release build: `compare.sh` makes build-bench-REV/shardfs); --data:
+# BIN: a shardfs binary (release build: `compare.sh` makes build-bench-REV/shardfs); READ: the
+# side's link_bench.py --bytes-read (read_file, the default; open; read_bytes), so two sides of
+# one BIN compare the loader's reads (old=B:open new=B:read_file); --data:
 # link_bench.py's --data (default /var/tmp/shardfs-linkbench-512). Every run is
 # `link_bench.py BIN --quick --only plan --skip-unplanned --plan-loaders bytes --ais-rounds 0`
 # with one emulator for all sides ($SHARDFS_LINKEMU, else the first BIN's build's tests/linkemu,
@@ -20,16 +22,17 @@
 #              the epoch, the same whatever the load (the kernel's work, copies and syscalls,
 #              is not in them); the epoch takes some 10-20 s
 #   none       link_bench.py alone
-# Prints per side the median (min-max) over the rounds of the epoch's wall time, requests, CPU-s
-# (loader, daemon, emulator, the daemon's threads), context switches (by thread), minor faults,
-# the mode's counts, L8b and the load (1 min) at each run's start. An epoch during which another
-# process dropped the page cache (its LOOKUPs and cache misses come back) is counted apart:
-# `dropped` (1) in its column, and left out with --clean.
+# Prints per side the median (min-max) over the rounds of the epoch's wall time, requests (the
+# store's; the FUSE READs, IOCTLs, LOOKUPs), CPU-s (loader, daemon, emulator, the daemon's
+# threads), context switches (by thread; per sample), minor faults, the mode's counts, L8b, L8g,
+# L8g local, L8h (planned and local switches per GB) and the load (1 min) at each run's start.
+# An epoch during which another process dropped the page cache (its LOOKUPs and cache misses
+# come back) is counted apart: `dropped` (1) in its column, and left out with --clean.
 set -eu
 cd "$(dirname "$0")/../.."
 rounds=6 mode=stat out='' clean=''
 data=()
-names=() bins=()
+names=() bins=() reads=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) rounds=$2; shift 2 ;;
@@ -38,10 +41,12 @@ while [ $# -gt 0 ]; do
 	--data) data=(--data "$2"); shift 2 ;;
 	--clean) clean=--clean; shift ;;
 	-*) echo "usage: $0 [--rounds N] [--mode stat|strace|callgrind|none] [--out DIR]" \
-		"[--data DIR] [--clean] NAME=BIN..." >&2
+		"[--data DIR] [--clean] NAME=BIN[:READ]..." >&2
 	    exit 2 ;;
-	*=*) names+=("${1%%=*}") bins+=("$(realpath "${1#*=}")"); shift ;;
-	*) echo "$0: $1: want NAME=BIN" >&2; exit 2 ;;
+	*=*:*) names+=("${1%%=*}") b=${1#*=} bins+=("$(realpath "${b%:*}")") reads+=("${b##*:}")
+	       shift ;;
+	*=*) names+=("${1%%=*}") bins+=("$(realpath "${1#*=}")") reads+=(read_file); shift ;;
+	*) echo "$0: $1: want NAME=BIN[:READ]" >&2; exit 2 ;;
 	esac
 done
 [ ${#bins[@]} -ge 1 ] || { echo "$0: no NAME=BIN" >&2; exit 2; }
@@ -97,7 +102,8 @@ for r in $(seq "$rounds"); do
 		esac
 		echo "=== round $r/$rounds: ${names[$i]} (load $(cut -d' ' -f1 /proc/loadavg))"
 		/usr/bin/python3 tests/bench/link_bench.py "${runbin[$i]}" --quick --only plan \
-			--skip-unplanned --plan-loaders bytes --ais-rounds 0 "${data[@]}" "${hook[@]}" \
+			--skip-unplanned --plan-loaders bytes --bytes-read "${reads[$i]}" --ais-rounds 0 \
+			"${data[@]}" "${hook[@]}" \
 			>"$tag.out" 2>"$tag.err" || echo "=== ${names[$i]}: link_bench.py failed: $tag.err"
 	done
 done
@@ -113,13 +119,18 @@ for f in sorted(glob.glob(os.path.join(d, 'r*-*.err'))):
     for i, ln in enumerate(txt):
         if 'epoch (bytes, plan)' not in ln:
             continue
-        rec['secs'] = float(re.search(r'samples, ([\d.]+) s;', ln).group(1))
-        for k in ('store_requests', 'reads', 'lookups', 'cache_misses', 'plan_stage_waits'):
-            rec[k] = int(re.search(r'\b%s (\d+)' % k, ln).group(1))
+        m = re.search(r'(\d+) samples, ([\d.]+) s;', ln)
+        rec['samples'], rec['secs'] = int(m.group(1)), float(m.group(2))
+        for k in ('store_requests', 'reads', 'lookups', 'cache_misses', 'plan_stage_waits',
+                  'ioctls'):
+            m = re.search(r'\b%s (-?\d+)' % k, ln)  # -1 or absent: a build without it
+            if m and int(m.group(1)) >= 0:
+                rec[k] = int(m.group(1))
         m = re.search(r'CPU s: loader ([\d.]+), daemon ([\d.]+), emulator ([\d.]+); daemon '
                       r'context switches (\d+)', ln)
         rec.update(zip(('cpu loader', 'cpu daemon', 'cpu emulator'), map(float, m.groups()[:3])))
         rec['switches'] = int(m.group(4))
+        rec['switches per sample'] = rec['switches'] / max(rec['samples'], 1)
         for ln2 in txt[i + 1:i + 9]:
             if 'epoch (' in ln2:
                 break
@@ -164,6 +175,23 @@ for f in sorted(glob.glob(os.path.join(d, 'r*-*.err'))):
     m = re.search(r'row\tL8b\.[^\t]*\t[^\t]*\t[\d.]+\t([\d.]+)\ts\t([\d.]+)', o)
     if m:
         rec['local epoch s'], rec['L8b'] = float(m.group(1)), float(m.group(2))
+    # the rows' figures: L8g (planned, CPU-s per GB), L8g local, L8h (planned and local
+    # switches per GB)
+    for lab, key, col in (('L8g. bytes only: daemon CPU s per GB read, planned cold epoch vs '
+                           'the budget', 'L8g', 0), ('L8g local.', 'L8g local', 0),
+                          ('L8h.', 'L8h switches/GB', 0), ('L8h.', 'L8h local switches/GB', 1)):
+        m = re.search(r'^row\t%s[^\t]*\t[^\t]*\t([\d.e+-]*)\t([\d.e+-]*)\t' % re.escape(lab),
+                      o, re.M)
+        if m and m.group(col + 1):
+            rec[key] = float(m.group(col + 1))
+    # the local-directory epochs' requests and switches per sample (the L8 notes)
+    loc = [float(x) for x in re.findall(r'local-source epoch \d+: per sample .*?; daemon '
+                                        r'context switches ([\d.]+)', o)]
+    if loc:
+        rec['local switches per sample'] = statistics.median(loc)
+    m = re.search(r'local-source epoch \d+: per sample READ ([\d.]+), IOCTL ([\d.]+)', o)
+    if m:
+        rec['local READs per sample'], rec['local IOCTLs per sample'] = map(float, m.groups())
     m = re.search(r'plan rows: load average ([\d.]+)', o)
     if m:
         rec['load'] = float(m.group(1))

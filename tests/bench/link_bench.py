@@ -4,7 +4,8 @@ prints figures and ratios against baselines measured in the same run, alternatin
 
     /usr/bin/python3 tests/bench/link_bench.py BIN [--quick] [--size-mb MB] [--runs N]
         [--delay-ms 30] [--rate-mb 60] [--scale-rate-mb 8] [--scale 8,16,32,64] [--only LIST]
-        [--plan-loaders bytes,jpeg] [--skip-unplanned] [--epoch-timeout 1800]
+        [--plan-loaders bytes,jpeg] [--bytes-read read_file|open|read_bytes] [--skip-unplanned]
+        [--epoch-timeout 1800]
 
 The data set: a class-folder tree of 100 KB JPEGs packed by `shardfs pack` into 8 shards
 (about 1 GB; --quick: 512 MB; --size-mb: any size, the same shape), sidecar indexes removed (shards as found in a bucket), served
@@ -46,10 +47,14 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
   plan       the sampler's plan (python/shardfs plan_dataloader; docs/reading.md "Reading
              plans"), --layout imagefolder --cache-size a quarter of the data set, DataLoader
              (shuffle=True, num_workers=2), the page cache dropped before every epoch (root),
-             for two loaders: L8 only reads each file's bytes (as a loader that decodes on the
-             GPU), L7 decodes each JPEG with PIL. Per loader: one epoch on a fresh mount of
-             the shards' local directory (the baseline), two epochs (a new permutation each)
-             in one mount with the plan, the local epoch again, two without the plan.
+             for two loaders: L8 only reads each file's bytes as a loader that decodes on the
+             GPU reads them (torchvision.io.read_file: a mapped read, one READ a sample and no
+             IOCTL; --bytes-read open: Python's buffered open(), an isatty() IOCTL a sample
+             more; read_bytes: python/shardfs's), L7 decodes each JPEG with PIL (as
+             ImageFolder's default loader: buffered open()). Per loader: one epoch on a fresh
+             mount of the shards' local directory (the baseline), two epochs (a new
+             permutation each) in one mount with the plan, the local epoch again, two without
+             the plan.
              a: cold epoch without / with the plan (>= 3); b: the planned cold epoch vs the
              local-directory epoch (L8b >= 0.8, issue 25), vs max(link time for its bytes,
              local epoch) (L7b >= 0.9, issue 14); c: second epoch vs without and vs local
@@ -62,7 +67,10 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              by another thread, the same emulator and samples, once after the planned side:
              its CPU s per GB, the ratio L8g's daemon over it); h: daemon context
              switches (voluntary + involuntary, of its threads) per GB vs the local epoch's
-             (<= 1.5x); i: the time readers waited (cache_miss_wait_ms) in the planned epoch;
+             (<= 1.5x; notes: the FUSE requests and switches per sample of each epoch; L8 open:
+             one more local-directory epoch read with buffered open() after the rows, its time
+             and switches per sample vs the local epochs', report); i: the time readers
+             waited (cache_miss_wait_ms) in the planned epoch;
              j: the whole machine's busy CPU-s (/proc/stat) of the planned cold epoch vs the
              local epochs' (report), with notes of each epoch's budget (the columns; by
              process: loader and its workers, daemon, emulator, bench, other; idle) and of
@@ -949,13 +957,22 @@ from torchvision import datasets, transforms
 sys.path.insert(0, sys.argv[4])
 import shardfs
 root, planned, epochs, loader = sys.argv[1], sys.argv[2] == '1', int(sys.argv[3]), sys.argv[5]
-if loader == 'bytes':
-    # only the file's bytes, as a loader that decodes on the GPU reads them: a batch is one
-    # flat uint8 tensor (one shared-memory segment from a worker) and the sizes
+how = sys.argv[6]  # --bytes-read: read_file, open or read_bytes
+if loader == 'bytes' and how == 'read_file':
+    # only the file's bytes, as a loader that decodes on the GPU reads them: torchvision's
+    # read_file (C++: stat, open, mmap of the file, close; the bytes come by page faults), the
+    # tensor decode_jpeg(data, device='cuda') takes
+    from torchvision.io import read_file as read
+elif loader == 'bytes' and how == 'open':
+    # Python's buffered open(): an isatty() ioctl a file (a FUSE request), then the read
     def read(p):
         with open(p, 'rb') as f:
             return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
-
+elif loader == 'bytes':  # read_bytes: python/shardfs's helper, an unbuffered FileIO
+    def read(p):
+        return torch.frombuffer(bytearray(shardfs.read_bytes(p)), dtype=torch.uint8)
+if loader == 'bytes':
+    # a batch is one flat uint8 tensor (one shared-memory segment from a worker) and the sizes
     def collate(b):
         return torch.cat([x for x, _ in b]), torch.tensor([len(x) for x, _ in b])
 
@@ -1136,6 +1153,8 @@ class Epoch:
     OPT_KEYS = ('cache_room_waits', 'cache_room_wait_ms', 'cache_room_make_ms',
                 'cache_tier_lock_waits', 'cache_tier_lock_wait_ms', 'cache_file_lock_waits',
                 'cache_file_lock_wait_ms', 'lookups', 'getattrs',
+                # the loader's IOCTLs (Python's buffered open() asks isatty() a file)
+                'ioctls',
                 'reads', 'cache_read_locks', 'cache_unit_read_locks', 'cache_read_file_checks',
                 # the stage (--plan-memory): planned spans kept in memory, not in the cache
                 'plan_stage_spans', 'plan_stage_bytes', 'plan_stage_reads',
@@ -1216,12 +1235,14 @@ def perf_stop(p):
         p.wait()
 
 
-def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
+def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None, how=None):
     """Run n epochs over mount m (plan: with plan_dataloader; loader: 'jpeg' decodes each
-    sample with PIL, 'bytes' only reads its bytes), the page cache dropped after each (the
-    caller drops it before the first); a list of Epoch."""
+    sample with PIL, 'bytes' only reads its bytes, the way how says: --bytes-read's, by
+    default), the page cache dropped after each (the caller drops it before the first); a list
+    of Epoch."""
     p = subprocess.Popen([PY, '-c', EPOCHS, m.mnt, '1' if plan else '0', str(n),
-                          os.path.join(ROOT, 'python'), loader], stdin=subprocess.PIPE,
+                          os.path.join(ROOT, 'python'), loader, how or m.a.bytes_read],
+                         stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, start_new_session=True)
     CHILDREN.append(p)
     try:
@@ -1548,12 +1569,13 @@ def plan_rows(a, emu, loader):
     # L7: JPEG decoding (issue 14's rows); L8: the same with a loader that only reads bytes
     g, what = ('L7', 'JPEG decoded') if loader == 'jpeg' else ('L8', 'bytes only')
 
-    def local_epoch():
+    def local_epoch(how=None):
         settle()
         drop_caches()
         lm = Mount(a, a.shard_dir, ('--layout', 'imagefolder'))
         try:
-            locs.append(epochs_in(lm, False, 1, loader=loader, tag=', local source')[0])
+            locs.append(epochs_in(lm, False, 1, loader=loader, how=how,
+                                  tag=', local source' + (', ' + how if how else ''))[0])
         finally:
             lm.umount()
 
@@ -1720,6 +1742,44 @@ def plan_rows(a, emu, loader):
     emit('%sh. %s: daemon context switches per GB read, planned cold epoch vs the '
          'local-source epoch' % (g, what), o, swg, lsw, 'switches/GB', lsw / max(swg, 1e-9),
          '<= 1.5x local (>= 0.67)', 1 / 1.5)
+    # the FUSE requests and the daemon's switches a sample costs, planned and local: the
+    # loader's read decides the IOCTLs (a buffered open's isatty) and READs a sample
+    note('%s plan: the loader\'s read: %s' % (what, a.bytes_read if loader == 'bytes' else 'PIL'))
+    for lab, x in [('planned cold epoch', e)] + [('local-source epoch %d' % (i + 1), y)
+                                                  for i, y in enumerate(locs)]:
+        note('%s plan: %s: per sample %s; daemon context switches %.2f (%d samples)' % (
+            what, lab, requests_note(x), x.ctxsw / max(x.n, 1), x.n))
+    if loader == 'bytes' and a.bytes_read != 'open':
+        # today's Python read (buffered open(): an isatty() ioctl, then the READ) on the same
+        # local-directory mount, so its cost stays in view: after the rows above, not between
+        # their epochs
+        local_epoch('open')
+        op, base = locs[-1], med([x.secs for x in locs[:-1]])
+        note('%s plan: local-source epoch with open(): %.2f s, per sample %s; daemon context '
+             'switches %.2f, daemon CPU %.3f s per GB, loader CPU %.2f s; with %s: %s' % (
+                 what, op.secs, requests_note(op), op.ctxsw / max(op.n, 1),
+                 op.daemon_cpu / max(op.read / 1e9, 1e-9), op.loader_cpu, a.bytes_read,
+                 '; '.join('%.2f s, daemon CPU %.3f s per GB, loader CPU %.2f s' % (
+                     x.secs, x.daemon_cpu / max(x.read / 1e9, 1e-9), x.loader_cpu)
+                     for x in locs[:-1])))
+        emit('L8 open. bytes only, Python\'s buffered open(p, \'rb\').read(): the local-directory '
+             'epoch vs the same with the bytes-only loader\'s read', o, op.secs, base, 's',
+             base / max(op.secs, 1e-9), 'report')
+        emit('L8 open. bytes only, Python\'s buffered open(p, \'rb\').read(): daemon context '
+             'switches per sample, the local-directory epoch vs the same with the bytes-only '
+             'loader\'s read', o, op.ctxsw / max(op.n, 1),
+             med([x.ctxsw / max(x.n, 1) for x in locs[:-1]]), 'switches/sample',
+             med([x.ctxsw / max(x.n, 1) for x in locs[:-1]]) / max(op.ctxsw / max(op.n, 1),
+                                                                  1e-9), 'report')
+
+
+def requests_note(e):
+    """'READ r, IOCTL i, LOOKUP l, GETATTR g' per sample of epoch e (-1: a counter the build
+    lacks)."""
+    return ', '.join('%s %s' % (k.upper(), '-1' if e.c.get(c, -1) < 0 else
+                                '%.3f' % (e.c[c] / max(e.n, 1)))
+                     for k, c in (('read', 'reads'), ('ioctl', 'ioctls'), ('lookup', 'lookups'),
+                                  ('getattr', 'getattrs')))
 
 
 def schedule_bound(a, c, rate_mb):
@@ -1812,6 +1872,14 @@ def main():
     ap.add_argument('--plan-loaders', default='bytes,jpeg', help='loaders of the plan rows: '
                     'bytes (L8: the loader only reads each file\'s bytes) and jpeg (L7: PIL '
                     'decodes each JPEG)')
+    ap.add_argument('--bytes-read', default='read_file', choices=('read_file', 'open',
+                                                                   'read_bytes'),
+                    help='how the bytes-only loader (L8, L9) reads a sample: read_file, '
+                    'torchvision.io.read_file as a loader that decodes on the GPU reads '
+                    '(default); open, Python\'s buffered open(p, \'rb\').read() (an isatty() '
+                    'ioctl a file); read_bytes, python/shardfs\'s read_bytes (an unbuffered '
+                    'FileIO). With another than open, L8 open: a local-directory epoch with '
+                    'open, after the L8 rows')
     ap.add_argument('--ais-standin', default='c', help='L9\'s AIStore stand-in: c (the C '
                     'emulator with --ais, the default), python (s3servers.AisStandIn in this '
                     'process), or both, c,python: alternated, each row labelled')
