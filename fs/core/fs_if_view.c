@@ -597,6 +597,27 @@ static uint64_t iffile_member_of(uint64_t ino)
 	return fs_ino(FS_K_MEMBER, fs_ino_a(ino), fs_ino_b(ino));
 }
 
+/* iffile_named for file ino, kept for a getattr asked later (fs_view.h:
+ * named_keep, named_put). */
+static void iffile_named_keep(uint64_t ino, struct fs_view_named *k)
+{
+	k->v = iffile_named.v && iffile_named.ino == ino ? iffile_named.v : NULL;
+	k->kind = iffile_named.kind;
+}
+
+static void iffile_named_put(uint64_t ino, const struct fs_view_named *k, const char *name,
+			     size_t len)
+{
+	iffile_named.v = NULL;
+	if (!k->v || len > SHARDIDX_NAME_MAX)
+		return;
+	iffile_named.v = k->v;
+	iffile_named.ino = ino;
+	iffile_named.kind = k->kind;
+	iffile_named.len = len;
+	memcpy(iffile_named.name, name, len);
+}
+
 static const struct fs_view fs_view_iffile = {
     .name = "imagefolder file",
     .getattr = iffile_getattr,
@@ -605,6 +626,8 @@ static const struct fs_view fs_view_iffile = {
     .describe = fs_member_describe,
     .mark_stale = fs_member_mark_stale,
     .member_of = iffile_member_of,
+    .named_keep = iffile_named_keep,
+    .named_put = iffile_named_put,
     .list_type_only = 1,
 };
 

@@ -200,28 +200,41 @@ int fs_op_lookup(struct fs *fs, uint64_t parent, const char *name, struct fs_ent
 	return fs_lookup_entry(fs, parent, name, e);
 }
 
-int fs_lookup_entry(struct fs *fs, uint64_t parent, const char *name, struct fs_entry *e)
+int fs_lookup_ino(struct fs *fs, uint64_t parent, const char *name, uint64_t *ino)
 {
 	const struct fs_view *v = fs_view_of(fs, parent);
-	uint64_t ino = 0;
-	int err;
 
+	*ino = 0;
 	/* .shardfs is in the root of every layout (and never listed) */
-	if (parent == 1 && strcmp(name, fs_ctl_names[FS_CTL_DIR]) == 0)
-		return entry_of(fs, fs_ino(FS_K_CTL, FS_CTL_DIR, 0), e);
+	if (parent == 1 && strcmp(name, fs_ctl_names[FS_CTL_DIR]) == 0) {
+		*ino = fs_ino(FS_K_CTL, FS_CTL_DIR, 0);
+		return 0;
+	}
 	if (!v)
 		return -ENOENT;
 	if (!v->lookup)
 		return -ENOTDIR;
-	err = v->lookup(fs, parent, name, strlen(name), &ino);
+	return v->lookup(fs, parent, name, strlen(name), ino);
+}
+
+int fs_lookup_attr(struct fs *fs, uint64_t parent, uint64_t ino, struct fs_entry *e)
+{
+	int err = entry_of(fs, ino, e);
+
+	if (err == 0 && !S_ISDIR(e->attr.st_mode))
+		dir_mark_looked(fs, parent);
+	return err;
+}
+
+int fs_lookup_entry(struct fs *fs, uint64_t parent, const char *name, struct fs_entry *e)
+{
+	uint64_t ino;
+	int err = fs_lookup_ino(fs, parent, name, &ino);
+
 	if (err < 0)
 		return err;
-	if (ino) {
-		err = entry_of(fs, ino, e);
-		if (err == 0 && !S_ISDIR(e->attr.st_mode))
-			dir_mark_looked(fs, parent);
-		return err;
-	}
+	if (ino)
+		return fs_lookup_attr(fs, parent, ino, e);
 	/* a cached "no such entry", as long as the directory's entries */
 	memset(e, 0, sizeof(*e));
 	e->timeout = fs_op_timeout(fs, parent);

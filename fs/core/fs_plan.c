@@ -1,8 +1,8 @@
 /*
  * fs_plan.c — reading plans (fs_plan.h): the order in which a reader will
  * read files, published with 'plan [NAME] FILE' on .shardfs/control,
- * resolved once to the extents of objects that hold the bytes, and marked
- * read as reads land on planned paths.
+ * resolved once to the extents of objects that hold the bytes
+ * (fs_plan_read.c), and marked read as reads land on planned paths.
  *
  * A plan is immutable once published but for its read marks, read count
  * and position (atomics), and is referenced: the array of struct fs_plans
@@ -125,176 +125,6 @@ static int plan_index(struct fs_plan *p)
 	return fs_plan__use_index(p);
 }
 
-/* ---- resolving paths ----------------------------------------------------- */
-
-/* The bytes behind file ino (a lookup's answer, attributes st) as x: an
- * object's, or a member's (also under the layout's other inode of it, the
- * view's member_of). */
-static int extent_of(struct fs *fs, uint64_t ino, const struct stat *st, struct fs_plan_extent *x)
-{
-	const struct fs_view *v = fs_view_of(fs, ino);
-	enum fs_kind k;
-	uint32_t shard, idx;
-	struct shardidx *ix;
-	struct cachetier_obj *stream;
-	struct shardidx_entry se;
-	struct shardidx_extent ext[16];
-	const struct fs_shard *sh;
-	uint64_t lo = UINT64_MAX, hi = 0, pos = 0;
-	int n = 0, err, pieces = 0, holes = 0;
-
-	memset(x, 0, sizeof(*x));
-	if (!S_ISREG(st->st_mode))
-		return -EISDIR;
-	if (v && v->member_of)
-		ino = v->member_of(ino);
-	k = fs_ino_kind(ino);
-	shard = fs_ino_a(ino);
-	idx = fs_ino_b(ino);
-	if (k == FS_K_OBJ) {
-		x->key = ino;
-		x->obj = shard;
-		x->len = fs_obj(fs, shard)->info.size;
-		return 0;
-	}
-	if (k != FS_K_MEMBER)
-		return -EINVAL; /* control files and loader indexes */
-	x->key = ino;
-	err = fs_shard_index(fs, shard, &ix, &stream);
-	if (err == 0 && shardidx_entry_get(ix, idx, &se) < 0)
-		err = -ENOENT;
-	if (err < 0)
-		return err;
-	sh = fs_shard(fs, shard);
-	x->obj = sh->obj;
-	while (pos < se.size && (n = shardidx_map(ix, idx, pos, se.size - pos, ext, 16)) > 0) {
-		for (int i = 0; i < n; i++) {
-			if (ext[i].hole) {
-				holes++;
-			} else {
-				pieces++;
-				lo = ext[i].stream_off < lo ? ext[i].stream_off : lo;
-				if (ext[i].stream_off + ext[i].len > hi)
-					hi = ext[i].stream_off + ext[i].len;
-			}
-			pos = ext[i].logical + ext[i].len;
-		}
-	}
-	if (n < 0)
-		return n; /* past the end of a truncated shard */
-	if (lo == UINT64_MAX)
-		lo = hi = se.data_off; /* empty, or nothing but holes */
-	if (pieces > 1 || holes)
-		x->flags |= FS_PLAN_SPARSE;
-	if (sh->codec != CACHETIER_RAW) {
-		/* the decoded stream is made from the raw object's start:
-		 * fetching the member means fetching the whole object */
-		x->flags |= FS_PLAN_DECODED;
-		x->stream_off = lo;
-		x->len = fs_obj(fs, sh->obj)->info.size;
-		return 0;
-	}
-	/* a member of a sidecar's index that no read checked yet is read with
-	 * its tar header, the 512 bytes just before its data (fs_member_read
-	 * checks it): the fetcher fetches them too, or that read would miss */
-	if (lo == se.data_off && lo >= 512 && !(se.flags & SHARDIDX_F_SPARSE) &&
-	    fs_shard_unchecked(fs, shard, idx))
-		x->flags |= FS_PLAN_HEADER;
-	x->off = lo;
-	x->len = hi - lo;
-	return 0;
-}
-
-/* Walk path[0..len) from directory *ino, a lookup a component ('.' and
- * empty components skipped): *ino and *e the last one's. */
-static int walk(struct fs *fs, const char *path, size_t len, uint64_t *ino, struct fs_entry *e)
-{
-	char comp[NAME_MAX + 1];
-	size_t i = 0;
-
-	for (size_t clen; (clen = fs_path_comp(path, len, &i)) > 0; i += clen + 1) {
-		size_t j = i + clen;
-		int err;
-
-		if (j - i > NAME_MAX || (j - i == 2 && path[i] == '.' && path[i + 1] == '.'))
-			return -ENOENT;
-		memcpy(comp, path + i, j - i);
-		comp[j - i] = '\0';
-		err = fs_lookup_entry(fs, *ino, comp, e);
-		if (err < 0)
-			return err;
-		if (!e->ino)
-			return -ENOENT;
-		*ino = e->ino;
-	}
-	return 0;
-}
-
-/* A slot of a publish's directories (plan_dir_slot): the text of the
- * directory part of a path (up to its last '/') and the inode it walks to.
- * A plan's paths name few directories many times (an ImageFolder's
- * classes, a shard's members: a class's lookup searches the class names),
- * so each is walked about once a publish, not once a path. A publish is
- * short and a directory's inode is computed from what it is, so a slot
- * stays true for it (a directory a refresh removes meanwhile: its files'
- * lookups fail, as a walk of the path would). */
-#define PLAN_DIRS     64
-#define PLAN_DIR_NAME 256
-struct plan_dir {
-	uint64_t ino; /* 0: empty */
-	size_t len;
-	char name[PLAN_DIR_NAME];
-};
-
-static struct plan_dir *plan_dir_slot(struct plan_dir *dirs, const char *dir, size_t len)
-{
-	return &dirs[disk_fnv64(dir, len) % PLAN_DIRS];
-}
-
-/* Mount-relative path[0..len) as a lookup of each component would find it
- * ('.' and empty components skipped); its directory part from dirs (the
- * publish's, or NULL) when it was walked before. */
-static int resolve(struct fs *fs, const char *path, size_t len, struct fs_plan_extent *x,
-		   struct plan_dir *dirs)
-{
-	/* path is never NULL; said for GCC 12's -Wnonnull under
-	 * -fsanitize=address,undefined -O2, which found a NULL there */
-	const char *sl = path && len ? memrchr(path, '/', len) : NULL;
-	size_t dl = sl ? (size_t)(sl - path) : 0, ll = len - dl - 1;
-	uint64_t ino = 1;
-	struct fs_entry e;
-	int err;
-
-	memset(&e, 0, sizeof(e));
-	e.attr.st_mode = S_IFDIR;
-	if (memchr(path, '\0', len))
-		return -ENOENT;
-	/* a directory part, then a last component that is a name (not '.',
-	 * '..' or empty): the directory's inode from its slot, or walked and
-	 * kept there */
-	if (dirs && sl && dl > 0 && dl < PLAN_DIR_NAME && ll > 0 && !(ll == 1 && sl[1] == '.') &&
-	    !(ll == 2 && sl[1] == '.' && sl[2] == '.')) {
-		struct plan_dir *d = plan_dir_slot(dirs, path, dl);
-
-		if (d->ino && d->len == dl && memcmp(d->name, path, dl) == 0) {
-			ino = d->ino;
-		} else {
-			err = walk(fs, path, dl, &ino, &e);
-			if (err < 0)
-				return err;
-			d->ino = ino;
-			d->len = dl;
-			memcpy(d->name, path, dl);
-		}
-		path += dl + 1;
-		len = ll;
-	}
-	err = walk(fs, path, len, &ino, &e);
-	if (err < 0)
-		return err;
-	return extent_of(fs, ino, &e.attr, x);
-}
-
 /* ---- publishing -------------------------------------------------------- */
 
 /* name, or "pid-PID" without one, checked into out. */
@@ -312,191 +142,6 @@ static int plan_name(const char *name, pid_t pid, char out[FS_PLAN_NAME_MAX + 1]
 		return -EINVAL;
 	memcpy(out, name, n + 1);
 	return 0;
-}
-
-/* Line numbers of missing paths a log line names (the first ones). */
-#define PLAN_LOG_LINES 8
-/* A plan file is read in pieces of this size: the memory of a publish is
- * this, one line (PATH_MAX) and the extents found, whatever the file. */
-#define PLAN_CHUNK (64u << 10)
-
-/* Reading a plan file into a plan, a piece at a time. */
-struct plan_reader {
-	struct fs *fs;
-	struct fs_plan *p;
-	size_t cap;			/* of p->ext */
-	char line[PATH_MAX + 1];	/* the line so far */
-	size_t ll;			/* its length */
-	int overlong;			/* longer than PATH_MAX: named nothing */
-	uint64_t lineno;		/* of the line being read, from 1 */
-	uint64_t lines[PLAN_LOG_LINES]; /* line numbers of the first paths not found */
-	uint32_t not_found;		/* paths that name nothing (of p->missing) */
-	uint32_t failed;		/* paths whose lookup failed (p->failed) */
-	int failed_err;			/* the first one's errno */
-	const struct fs_op_stop *stop;	/* or NULL */
-	uid_t uid;			/* the sender's: the file opened with its rights */
-	gid_t gid;
-	struct plan_dir dirs[PLAN_DIRS]; /* the directories of its paths (resolve) */
-};
-
-/* The length of the mount point (as resolved at mount) that the line
- * path[0..len) begins with, followed by '/': an absolute path into the
- * mount, as a reader opens it ('shardfs prefetch' and the Python module
- * take those too); 0 for any other line, and under a mount at '/'. */
-static size_t mount_prefix(const struct fs *fs, const char *path, size_t len)
-{
-	const char *mp = fs->cfg.mountpoint;
-	size_t ml = mp ? strlen(mp) : 0;
-
-	if (ml < 2 || len <= ml + 1 || memcmp(path, mp, ml) != 0 || path[ml] != '/')
-		return 0;
-	return ml + 1;
-}
-
-/* A lookup's error that says the path could not be looked up, not that
- * it names nothing: its shard could not be read or indexed (a store down,
- * a cache directory removed, a shard too large to decode). Such a path is
- * skipped as one that names nothing is, but counted apart (.shardfs/plans'
- * failed, not missing) and the log says which. */
-static int lookup_failed(int err)
-{
-	return err == -EIO || err == -EFBIG || err == -EPROTO || err == -ESTALE ||
-	       err == -ETIMEDOUT || err == -EBADMSG || err == -ENOMEM;
-}
-
-/* The line just read: resolve its path into the next extent, or count it
- * missing (its number kept for the log, never its text). A line that
- * begins with the mount point is the path below it (else, if that names
- * nothing, the line as it is: a path of the source that repeats it). */
-static int plan_line(struct plan_reader *r)
-{
-	struct fs_plan *p = r->p;
-	struct fs_plan_extent x;
-	size_t skip;
-	int err = 0;
-
-	/* a line is a path as it is: a '\r' at its end is part of it (a
-	 * member's name may end in one); an empty line is no path */
-	if (r->ll == 0 && !r->overlong)
-		return 0;
-	skip = r->overlong ? 0 : mount_prefix(r->fs, r->line, r->ll);
-	if (skip && (err = resolve(r->fs, r->line + skip, r->ll - skip, &x, r->dirs)) < 0)
-		skip = 0;
-	if (r->overlong || (!skip && (err = resolve(r->fs, r->line, r->ll, &x, r->dirs)) < 0)) {
-		if (!r->overlong && lookup_failed(err)) {
-			if (!r->failed++)
-				r->failed_err = -err;
-			p->failed++;
-			return 0;
-		}
-		if (r->not_found++ < PLAN_LOG_LINES)
-			r->lines[r->not_found - 1] = r->lineno;
-		p->missing++;
-		return 0;
-	}
-	if (p->n == UINT32_MAX - 1)
-		return -EFBIG;
-	if (p->n == r->cap) {
-		size_t nc = r->cap ? r->cap * 2 : 256;
-		struct fs_plan_extent *ne = realloc(p->ext, nc * sizeof(*ne));
-
-		if (!ne)
-			return -ENOMEM;
-		p->ext = ne;
-		r->cap = nc;
-	}
-	p->ext[p->n++] = x;
-	p->bytes += x.len;
-	p->fnv = disk_fnv64_update(p->fnv, r->line + skip, r->ll - skip);
-	p->fnv = disk_fnv64_update(p->fnv, "\n", 1);
-	return 0;
-}
-
-/* Read plan file path a piece at a time (PLAN_CHUNK) and resolve each
- * line into r->p's extents, then index them. The file is never held
- * whole: memory is bounded by the extents found, not by the file. 0, or
- * open's error, -EISDIR, -EINVAL (not a regular file: a FIFO is never
- * waited on), -EFBIG (past FS_PLAN_FILE_MAX, read so far), -ENOMEM, a
- * read error. */
-static int plan_read(struct plan_reader *r, const char *path)
-{
-	struct stat st;
-	uint64_t total = 0;
-	char *buf = NULL;
-	int fd, err = 0;
-
-	fd = fs_ctl_open_as(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, r->uid, r->gid);
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &st) < 0) {
-		err = -errno;
-		goto out;
-	}
-	if (S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode)) {
-		err = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-		goto out;
-	}
-	if ((uint64_t)st.st_size > FS_PLAN_FILE_MAX) {
-		err = -EFBIG;
-		goto out;
-	}
-	/* the shards the lines name indexed several at once first: the
-	 * lines below then find their indexes loaded */
-	err = fs_plan__index_ahead(r->fs, fd, r->stop);
-	if (err < 0)
-		goto out;
-	buf = malloc(PLAN_CHUNK);
-	if (!buf) {
-		err = -ENOMEM;
-		goto out;
-	}
-	r->p->fnv = DISK_FNV64_INIT;
-	r->lineno = 1;
-	while (err == 0) {
-		ssize_t n = disk_read_some(fd, buf, PLAN_CHUNK);
-		size_t i = 0;
-
-		if (n <= 0) {
-			err = (int)n; /* 0: the end of the file */
-			break;
-		}
-		if (r->stop && r->stop->asked(r->stop->arg)) {
-			err = -EINTR; /* the sender gave up waiting */
-			break;
-		}
-		total += (uint64_t)n;
-		if (total > FS_PLAN_FILE_MAX) {
-			err = -EFBIG; /* it grew while read */
-			break;
-		}
-		while (i < (size_t)n && err == 0) {
-			const char *nl = memchr(buf + i, '\n', (size_t)n - i);
-			size_t j = nl ? (size_t)(nl - buf) : (size_t)n;
-
-			if (!r->overlong && j - i <= PATH_MAX - r->ll) {
-				memcpy(r->line + r->ll, buf + i, j - i);
-				r->ll += j - i;
-			} else {
-				r->overlong = 1;
-			}
-			i = j;
-			if (nl) {
-				err = plan_line(r);
-				r->ll = 0;
-				r->overlong = 0;
-				r->lineno++;
-				i++;
-			}
-		}
-	}
-	if (err == 0 && (r->ll || r->overlong))
-		err = plan_line(r); /* the last line has no newline */
-	if (err == 0)
-		err = plan_index(r->p);
-out:
-	free(buf);
-	close(fd);
-	return err;
 }
 
 /* A plan file the daemon may read: an absolute path, not inside this
@@ -565,7 +210,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	char nm[FS_PLAN_NAME_MAX + 1], human[32], lines[PLAN_LOG_LINES * 22 + 8];
 	const char *mp = fs->cfg.mountpoint;
 	struct fs_plan *p, *old = NULL;
-	struct plan_reader *r;
+	struct fs_plan_skipped sk;
 	uint32_t nf, failed;
 	size_t ln = 0;
 	int err, failed_err;
@@ -581,41 +226,32 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	if (err < 0)
 		return err;
 	p = calloc(1, sizeof(*p));
-	r = calloc(1, sizeof(*r));
-	if (!p || !r) {
-		free(p);
-		free(r);
+	if (!p)
 		return -ENOMEM;
-	}
 	memcpy(p->name, nm, sizeof(nm));
 	p->pid = pid;
 	p->fs = fs;
 	atomic_init(&p->refs, 1);
-	r->fs = fs;
-	r->p = p;
-	r->stop = stop;
-	r->uid = uid;
-	r->gid = gid;
-	err = plan_read(r, file);
+	err = fs_plan__read(fs, p, file, stop, uid, gid, &sk);
+	if (err == 0)
+		err = plan_index(p);
 	if (err < 0) {
 		fs_log(FS_LOG_WARN, "plan '%s': cannot read the plan file '%s': %s", nm, file,
 		       strerror(-err));
-		free(r);
 		plan_free(p);
 		return err;
 	}
 	/* the numbers of the lines that named nothing, never their text: a
 	 * plan file may be anything its sender could name (the daemon's user
 	 * may read more than the sender) */
-	for (uint32_t i = 0; i < r->not_found && i < PLAN_LOG_LINES; i++)
+	for (uint32_t i = 0; i < sk.not_found && i < PLAN_LOG_LINES; i++)
 		ln += (size_t)snprintf(lines + ln, sizeof(lines) - ln, "%s%" PRIu64, i ? ", " : "",
-				       r->lines[i]);
-	if (r->not_found > PLAN_LOG_LINES)
+				       sk.lines[i]);
+	if (sk.not_found > PLAN_LOG_LINES)
 		snprintf(lines + ln, sizeof(lines) - ln, ", ...");
-	nf = r->not_found;
-	failed = r->failed;
-	failed_err = r->failed_err;
-	free(r);
+	nf = sk.not_found;
+	failed = sk.failed;
+	failed_err = sk.failed_err;
 	old = plan_install(fs, p);
 	fs_human_bytes(p->bytes, human, sizeof(human));
 	fs_log(FS_LOG_INFO, "plan '%s' (pid %ld) from '%s': %" PRIu32 " %s, %s%s%s", nm, (long)pid,

@@ -1,5 +1,6 @@
 /*
- * fs_plan_i.h — what fs_plan.c (plans: publish, resolve, read marks),
+ * fs_plan_i.h — what fs_plan.c (plans: publish, read marks),
+ * fs_plan_read.c (a plan file's lines resolved into extents),
  * fs_plan_use.c (next use: the marks eviction orders planned units by) and
  * fs_plan_index.c (a plan's shards indexed several at once) share: the
  * published plans' state and a plan's fields. Nothing else in
@@ -76,10 +77,36 @@ struct fs_plan {
 	atomic_ullong gone;
 };
 
+/* Line numbers of missing paths a publish's log line names (the first
+ * ones). */
+#define PLAN_LOG_LINES 8
+/* The lines of a plan file left out (fs_plan__read), for the log. */
+struct fs_plan_skipped {
+	uint64_t lines[PLAN_LOG_LINES]; /* line numbers of the first paths not found */
+	uint32_t not_found;		/* paths that name nothing (of p->missing) */
+	uint32_t failed;		/* paths whose lookup failed (p->failed) */
+	int failed_err;			/* the first one's errno */
+};
+/* fs_plan_read.c: read plan file path (opened with the rights of user uid,
+ * group gid) a piece at a time and resolve its lines into p's extents
+ * (ext, n, missing, failed, bytes, fnv; not indexed yet), what it left
+ * out into *sk. 0, or open's error, -EISDIR, -EINVAL (not a regular file:
+ * a FIFO is never waited on), -EFBIG (past FS_PLAN_FILE_MAX, read so far,
+ * or 2^32-1 paths), -ENOMEM, -EINTR (stop), a read error. */
+int fs_plan__read(struct fs *fs, struct fs_plan *p, const char *path, const struct fs_op_stop *stop,
+		  uid_t uid, gid_t gid, struct fs_plan_skipped *sk);
+/* fs_plan_read.c: lines a publish resolves at once at most (PLAN_BATCH, read
+ * when a publish starts; a test's 1: each line resolved whole before the
+ * next is read, in the file's order, as before batches). */
+extern uint32_t fs_plan__batch;
+
 /* fs_plan_index.c: the shards plan file fd names, their indexes built
  * several at once (see there); fd is read from its start and left there.
  * 0, -EINTR (stop asked), or lseek's error. */
 int fs_plan__index_ahead(struct fs *fs, int fd, const struct fs_op_stop *stop);
+/* Lines fs_plan__index_ahead's first pass looked up so far (in this
+ * process, every mount): a test's count. */
+uint64_t fs_plan__index_lines(void);
 
 /* fs_plan_use.c: next use (see there). Index p's extents by (object,
  * offset) at publish (byoff, rank): 0 or -ENOMEM. */

@@ -57,6 +57,12 @@ struct fs_listing {
 
 #define FS_NAME_BUF 256
 
+/* A lookup's note for the getattr of what it found (fs_view's named_keep). */
+struct fs_view_named {
+	const void *v; /* the view's own (NULL: none) */
+	uint32_t kind;
+};
+
 struct fs_view {
 	const char *name;   /* for reading the code and the log, e.g. "member" */
 	int volatile_attrs; /* attributes change all the time (control files):
@@ -103,6 +109,17 @@ struct fs_view {
 	 * which plans know its bytes (fs_plan.c). NULL: ino is its own (an
 	 * object, a member) or no data of the dataset. Never blocks. */
 	uint64_t (*member_of)(uint64_t ino);
+	/* What a lookup that found file ino left on its thread for the
+	 * getattr asked next (the imagefolder view's check of the name it
+	 * found, against the member's): named_keep copies it into *k (k->v
+	 * NULL: nothing left for ino), named_put gives it back with the name
+	 * looked up, name[0..len), for a getattr of ino asked later on the
+	 * same thread (a plan's publication asks its paths' attributes in
+	 * their members' order, after all of its batch's lookups). NULL:
+	 * a getattr checks nothing a lookup left. Never block. */
+	void (*named_keep)(uint64_t ino, struct fs_view_named *k);
+	void (*named_put)(uint64_t ino, const struct fs_view_named *k, const char *name,
+			  size_t len);
 };
 
 /* A layout (--layout): what the mount shows from its root. One per layout,

@@ -26,9 +26,11 @@
 #include <unistd.h>
 
 #include "fs_ops.h"
+#include "fs_plan_i.h"
 #include "fs_view.h"
 #include "check.h"
 #include "shardidx.h"
+#include "test_rng.h"
 
 static char tmp[] = "/tmp/test_fscore.XXXXXX";
 
@@ -997,6 +999,273 @@ static void test_plan(void)
 	CHECK(strcmp(in.name, "pid-77") == 0, "named %s", in.name);
 	fs_plan_put(p[0]);
 	fs_close_core(fs);
+}
+
+/* ---- a plan's publication in batches (fs/core/fs_plan_read.c) --------------------- */
+
+#define PB_SHARDS  4
+#define PB_SAMPLES 48
+#define PB_PATHS   2048
+
+/* tmp/pb: PB_SHARDS shards of PB_SAMPLES samples (an image of a seeded
+ * size and its class of 3), a directory, a nested file, a symlink and a
+ * hard link each; a plain file and a directory beside them. */
+static void pb_source(uint64_t *seed)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/pb", tmp);
+	mkdir(path, 0755);
+	for (int s = 0; s < PB_SHARDS; s++) {
+		struct member m[2 * PB_SAMPLES + 4];
+		char names[2 * PB_SAMPLES][32], cls[PB_SAMPLES][4], rel[64];
+		char *data[PB_SAMPLES];
+		size_t n = 0;
+
+		for (int i = 0; i < PB_SAMPLES; i++) {
+			data[i] = pattern(i % 2 ? "odd-" : "even-", 1 + rnd_n(seed, 3000));
+			snprintf(names[2 * i], sizeof(names[0]), "k%03d.jpg", i);
+			snprintf(names[2 * i + 1], sizeof(names[0]), "k%03d.cls", i);
+			snprintf(cls[i], sizeof(cls[0]), "%u", rnd_n(seed, 3));
+			m[n++] = (struct member){names[2 * i], '0', data[i]};
+			m[n++] = (struct member){names[2 * i + 1], '0', cls[i]};
+		}
+		m[n++] = (struct member){"sub", '5', NULL};
+		m[n++] = (struct member){"sub/n.txt", '0', "nested\n"};
+		m[n++] = (struct member){"ln", '2', "k000.jpg"};
+		m[n++] = (struct member){"hl", '1', "k001.jpg"};
+		snprintf(rel, sizeof(rel), "../pb/p-%06d.tar", s);
+		write_shard(rel, m, n);
+		for (int i = 0; i < PB_SAMPLES; i++)
+			free(data[i]);
+	}
+	write_file("../pb/plain.bin", "plain\n", 6);
+	snprintf(path, sizeof(path), "%s/pb/dir", tmp);
+	mkdir(path, 0755);
+}
+
+struct pb_names {
+	char (*v)[64];
+	unsigned n, cap;
+	const char *dir;
+};
+
+static int pb_collect(void *ctx, const char *name, const struct fs_entry *e, uint64_t next)
+{
+	struct pb_names *l = ctx;
+
+	(void)e;
+	(void)next;
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || l->n == l->cap)
+		return 0;
+	snprintf(l->v[l->n++], sizeof(l->v[0]), "%s%s%s", l->dir, *l->dir ? "/" : "", name);
+	return 0;
+}
+
+/* Every path of the mount to depth 2 (the root's entries, theirs). */
+static void pb_paths(struct fs *fs, struct pb_names *l)
+{
+	unsigned top;
+
+	l->dir = "";
+	CHECK(fs_op_readdir(fs, 1, 0, pb_collect, l) == 0, "readdir /");
+	top = l->n;
+	for (unsigned k = 0; k < top; k++) {
+		int64_t ino = walk_by(fs, l->v[k], 0);
+		char dir[64];
+
+		snprintf(dir, sizeof(dir), "%s", l->v[k]);
+		l->dir = dir;
+		if (ino > 0)
+			(void)fs_op_readdir(fs, (uint64_t)ino, 0, pb_collect, l);
+	}
+}
+
+/* A seeded plan file of PB_PATHS lines: the mount's paths (files mostly,
+ * repeated), and lines that name nothing or no file: missing names, '.',
+ * '..', empty components, the mount point before a path, overlong and
+ * empty lines, a '\r' at the end, a NUL, .shardfs; its plain paths (the
+ * mount's, as listed) in plain too. */
+static void pb_plan(const struct pb_names *l, uint64_t *seed, const char *mnt, const char *file,
+		    const char *plain)
+{
+	FILE *f = fopen(file, "wb"), *g = fopen(plain, "wb");
+	static char lng[4200];
+
+	memset(lng, 'a', sizeof(lng) - 1);
+	for (unsigned k = 0; f && k < PB_PATHS; k++) {
+		const char *p = l->v[rnd_n(seed, l->n)];
+
+		switch (rnd_n(seed, 24)) {
+		case 0:
+			fprintf(f, "%s/nope%u\n", p, k);
+			break;
+		case 1:
+			fprintf(f, "%s/.\n", p);
+			break;
+		case 2:
+			fprintf(f, "%s/../%s\n", p, p);
+			break;
+		case 3:
+			fprintf(f, "./%s//\n", p);
+			break;
+		case 4:
+			fprintf(f, "%s/%s\n", mnt, p);
+			break;
+		case 5:
+			fprintf(f, "%s\n", rnd_n(seed, 2) ? lng : "");
+			break;
+		case 6:
+			fprintf(f, "%s\r\n", p);
+			break;
+		case 7:
+			fprintf(f, "%s%c\n", p, 0);
+			break;
+		case 8:
+			fprintf(f, "%s\n", rnd_n(seed, 2) ? ".shardfs/stats" : ".shardfs");
+			break;
+		case 9:
+			fprintf(f, "/%s\n", p);
+			break;
+		default:
+			fprintf(f, "%s\n", p);
+			if (g)
+				fprintf(g, "%s\n", p);
+			break;
+		}
+	}
+	if (!f || fclose(f) != 0 || !g || fclose(g) != 0)
+		FAIL("%s", file);
+}
+
+/* Publish file as plan name with batches of batch lines; its info and
+ * extents (in plan order, at most cap) into *in, x; shardidx decodes in
+ * *decodes. */
+static uint32_t pb_publish(struct fs *fs, const char *name, const char *file, uint32_t batch,
+			   struct fs_plan_info *in, struct fs_plan_extent *x, uint32_t cap,
+			   uint64_t *decodes)
+{
+	struct fs_plan *p[FS_PLAN_MAX];
+	char cmd[4200];
+	size_t n;
+	uint32_t from = 0, got = 0;
+	uint64_t d0 = shardidx_decodes();
+
+	fs_plan__batch = batch;
+	snprintf(cmd, sizeof(cmd), "plan %s %s\n", name, file);
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 1, NULL) == 0, "plan %s", name);
+	*decodes = shardidx_decodes() - d0;
+	fs_plan__batch = 16u << 10;
+	n = fs_plan_list(fs, p, FS_PLAN_MAX);
+	memset(in, 0, sizeof(*in));
+	for (size_t k = 0; k < n; k++) {
+		fs_plan_get_info(p[k], in);
+		if (strcmp(in->name, name) == 0) {
+			got = fs_plan_ahead(p[k], &from, x, NULL, cap);
+			k = n;
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		fs_plan_put(p[k]);
+	if (strcmp(in->name, name) != 0)
+		memset(in, 0, sizeof(*in));
+	return got;
+}
+
+/* The same plan file published a line at a time (fs_plan__batch 1: each
+ * line resolved whole before the next, as before batches), in one batch
+ * and in batches of 7: the same extents in the same order, the same paths,
+ * missing, failed, bytes and fnv; seeded plans in both layouts. In the
+ * imagefolder layout, whose lookups read no index, the batch's getattrs in
+ * their members' order decode each index entry at most once (a shuffled
+ * order decodes some half a block an entry); in the shards layout, whose
+ * members' lookups read the index, the same decodes as one by one. A
+ * publish on a mount whose shards are all indexed makes no first pass over
+ * the file (fs_plan__index_ahead). */
+static void test_plan_batch(void)
+{
+	static struct fs_plan_extent xa[PB_PATHS], xb[PB_PATHS];
+	static char names[1024][64];
+	uint64_t seed = 0x5eedb47c4ULL + (uint64_t)time(NULL) % 1000;
+	char file[4096], plain[4096], mnt[4096];
+
+	printf("plan batches: seed %" PRIu64 "\n", seed);
+	pb_source(&seed);
+	snprintf(file, sizeof(file), "%s/pb-plan.txt", tmp);
+	snprintf(plain, sizeof(plain), "%s/pb-plain.txt", tmp);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
+	for (int round = 0; round < 6; round++) {
+		const char *layout = round % 2 ? "imagefolder" : "shards";
+		struct pb_names l = {names, 0, 1024, ""};
+		struct fs_plan_info ia, ib;
+		uint64_t da, db, entries = 0, lines0, lines;
+		uint32_t na, nb;
+		char src[4096];
+		struct fs *fs;
+
+		snprintf(src, sizeof(src), "%s/pb", tmp);
+		/* the paths and the plan from a core that lists them, then
+		 * published on a core opened again: no index loaded (the
+		 * saved ones, compact: decoded entry by entry, are loaded by
+		 * the first pass; the view mapped) */
+		fs_open_core_at(&fs, layout, src, round % 2 ? "pb-if" : "pb-shards");
+		pb_paths(fs, &l);
+		pb_plan(&l, &seed, mnt, file, plain);
+		fs_close_core(fs);
+		fs_open_core_at(&fs, layout, src, round % 2 ? "pb-if" : "pb-shards");
+		lines0 = fs_plan__index_lines();
+		na = pb_publish(fs, "one", file, 1, &ia, xa, PB_PATHS, &da);
+		lines = fs_plan__index_lines() - lines0;
+		CHECK(lines > 0, "round %d: no index loaded: the first pass read %" PRIu64 " lines",
+		      round, lines);
+		nb = pb_publish(fs, "all", file, 16u << 10, &ib, xb, PB_PATHS, &db);
+		CHECK(fs_plan__index_lines() - lines0 == lines,
+		      "round %d: every index loaded: the first pass read %" PRIu64 " lines", round,
+		      fs_plan__index_lines() - lines0 - lines);
+		CHECK(na > PB_PATHS / 2 && na == ia.paths && nb == ib.paths && na == nb &&
+			  ia.missing == ib.missing && ia.failed == ib.failed &&
+			  ia.bytes == ib.bytes && ia.fnv == ib.fnv && ia.missing > 0,
+		      "round %d (%s): paths %u/%u, missing %u/%u, failed %u/%u, bytes %" PRIu64
+		      "/%" PRIu64 ", fnv %" PRIx64 "/%" PRIx64,
+		      round, layout, ia.paths, ib.paths, ia.missing, ib.missing, ia.failed,
+		      ib.failed, ia.bytes, ib.bytes, ia.fnv, ib.fnv);
+		for (uint32_t k = 0; k < na && k < nb; k++)
+			CHECK(memcmp(&xa[k], &xb[k], sizeof(xa[k])) == 0,
+			      "round %d: extent %u: key %" PRIx64 "/%" PRIx64 " [%" PRIu64
+			      ", +%" PRIu64 ") / [%" PRIu64 ", +%" PRIu64 ")",
+			      round, k, xa[k].key, xb[k].key, xa[k].off, xa[k].len, xb[k].off,
+			      xb[k].len);
+		nb = pb_publish(fs, "seven", file, 7, &ib, xb, PB_PATHS, &db);
+		CHECK(nb == na && ib.missing == ia.missing && ib.fnv == ia.fnv &&
+			  memcmp(xa, xb, na * sizeof(*xa)) == 0,
+		      "round %d: batches of 7: %u paths, missing %u", round, nb, ib.missing);
+		/* the plain paths: the index decodes of their attributes */
+		na = pb_publish(fs, "plain1", plain, 1, &ia, xa, PB_PATHS, &da);
+		nb = pb_publish(fs, "plainb", plain, 16u << 10, &ib, xb, PB_PATHS, &db);
+		CHECK(na == nb && ia.fnv == ib.fnv && memcmp(xa, xb, na * sizeof(*xa)) == 0,
+		      "round %d: plain paths: %u/%u", round, na, nb);
+		for (uint32_t s = 0; s < PB_SHARDS; s++) {
+			struct shardidx *ix;
+			struct cachetier_obj *stream;
+
+			if (fs_shard_index(fs, s, &ix, &stream) == 0)
+				entries += shardidx_count(ix);
+		}
+		printf("round %d (%s): index decodes of %u plain paths: one by one %" PRIu64
+		       ", a batch %" PRIu64 ", %" PRIu64 " entries\n",
+		       round, layout, na, da, db, entries);
+		if (round % 2)
+			CHECK(db <= entries && da > 2 * entries,
+			      "round %d: index decodes %" PRIu64 " in a batch (at most the %" PRIu64
+			      " entries), %" PRIu64 " one by one",
+			      round, db, entries, da);
+		else /* the members' lookups read the index: nothing deferred */
+			CHECK(db == da,
+			      "round %d: index decodes %" PRIu64 " in a batch, %" PRIu64
+			      " one by one",
+			      round, db, da);
+		fs_close_core(fs);
+	}
 }
 
 /* ---- reader streams (fetch/fetch.h) --------------------------------------------- */
@@ -2507,6 +2776,7 @@ int main(void)
 	test_change();
 	test_counters();
 	test_plan();
+	test_plan_batch();
 	test_imagefolder_hooks();
 	test_lazy();
 	test_lazy_once();
