@@ -389,6 +389,28 @@ int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
 	return 0;
 }
 
+struct backend_head_ahead *backend_head_ahead(struct backend *be, const char *key)
+{
+	if (!be->ops->head_ahead || backend__key_check(key) < 0)
+		return NULL;
+	return be->ops->head_ahead(be, key);
+}
+
+int backend_head_follow(struct backend *be, struct backend_head_ahead *h, const char *key,
+			struct backend_objinfo *info)
+{
+	if (!h)
+		return backend_stat(be, key, info);
+	backend__failure_clear(be);
+	return be->ops->head_follow(be, h, key, info);
+}
+
+void backend_head_drop(struct backend *be, struct backend_head_ahead *h)
+{
+	if (h)
+		be->ops->head_drop(be, h);
+}
+
 ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, uint64_t size,
 			      void *buf, size_t len, uint64_t off)
 {

@@ -229,6 +229,29 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
 int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
 		      struct backend_objinfo *info, int *err);
 
+/* A HEAD in two halves, for a caller whose answer must come from the
+ * store after an event it waits for (a staged GetBatch window's version
+ * HEAD, cachetier_batchm.c: after the item's first byte), on a store whose
+ * endpoint redirects a HEAD to the node that answers it (AIStore: the
+ * proxy's 307 to the object's target; its redirect names no object state
+ * and holds no time limit or one-time token: ais/prxs3.go headObjS3,
+ * ais/signverify.go). backend_head_ahead sends the HEAD to the endpoint at
+ * once and keeps its redirect unfollowed; backend_head_follow, later,
+ * sends the HEAD to the redirect's target (one hop instead of two) and
+ * answers as backend_stat, from that answer only. When the endpoint did
+ * not redirect (answered the HEAD itself, or failed), the kept answer is
+ * dropped and the whole HEAD sent again: an answer is never older than
+ * backend_head_follow's call. NULL from backend_head_ahead (another store,
+ * an endpoint seen answering HEADs itself, no memory): backend_head_follow
+ * of NULL is backend_stat. backend_head_drop ends one never followed (it
+ * waits for the endpoint's answer: bounded by the store's retries).
+ * Each takes h (follow and drop free it). Any thread but the I/O thread. */
+struct backend_head_ahead;
+struct backend_head_ahead *backend_head_ahead(struct backend *be, const char *key);
+int backend_head_follow(struct backend *be, struct backend_head_ahead *h, const char *key,
+			struct backend_objinfo *info);
+void backend_head_drop(struct backend *be, struct backend_head_ahead *h);
+
 /* Read up to len bytes at off of the version whose ETag is etag and whose
  * size is size (as listed or stat'ed; NULL, 0: whichever is there). Returns
  * bytes read (short only at the end of the object) or a negative errno. A

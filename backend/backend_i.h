@@ -49,6 +49,12 @@ struct backend_ops {
 	 * store has no batch read (-EOPNOTSUPP) */
 	int (*batch_read)(struct backend *be, const struct backend_batch_item *items, size_t n,
 			  backend_batch_sink_cb cb, void *arg, int *err);
+	/* backend_head_ahead (key checked; NULL: none, follow stats), its
+	 * follow (h not NULL) and drop; NULL: the store never splits a HEAD */
+	struct backend_head_ahead *(*head_ahead)(struct backend *be, const char *key);
+	int (*head_follow)(struct backend *be, struct backend_head_ahead *h, const char *key,
+			   struct backend_objinfo *info);
+	void (*head_drop)(struct backend *be, struct backend_head_ahead *h);
 };
 
 struct backend {
@@ -359,6 +365,9 @@ struct backend_objstore {
 	const char *get_query;
 	char *ca_file;
 	unsigned head_window; /* HEADs in flight in a stat_many: 4 x connections */
+	/* 1: the endpoint answered a HEAD sent ahead itself (no redirect): no
+	 * more are sent ahead (backend_head_ahead) */
+	atomic_int head_direct;
 };
 
 /* backend_batch_read of an ais:// store (backend_ais_batch.c), the
@@ -368,6 +377,16 @@ int backend__ais_batch_read(struct backend *be, const struct backend_batch_item 
 
 int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 		     const struct backend_config *cfg);
+/* The object stores' HEAD (backend_s3.c): its URL for key (malloc'd; NULL:
+ * no memory or a key too long), and the whole HEAD (the stat op). */
+char *backend__os_head_url(struct backend_objstore *os, const char *key);
+int backend__os_stat(struct backend *be, const char *key, struct backend_objinfo *info);
+/* backend_head_ahead and its follow and drop for the object stores
+ * (backend_ais_head.c): AIStore's only (another kind sends none ahead). */
+struct backend_head_ahead *backend__ais_head_ahead(struct backend *be, const char *key);
+int backend__ais_head_follow(struct backend *be, struct backend_head_ahead *h, const char *key,
+			     struct backend_objinfo *info);
+void backend__ais_head_drop(struct backend *be, struct backend_head_ahead *h);
 
 /* ---- http(s): backend_http.c, with pure parsers that the unit tests call
  * directly (backend_brace.c, backend_listing.c) ---------------------------- */

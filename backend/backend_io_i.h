@@ -162,6 +162,12 @@ struct backend_req {
 	 * backend__async_start): the lean engine may carry it (--http-engine
 	 * auto); probes, listings and HEADs stay curl's */
 	int object;
+	/* 1: a redirect (3xx with a Location) is not followed: the request ends
+	 * there (on_done's err 0, status the 3xx) with its target in location
+	 * (the caller's to free), for the caller to send when it chooses
+	 * (backend_head_ahead: AIStore's proxy's 307 of a HEAD, followed only
+	 * once the answer it asks for may be given) */
+	int keep_redirect;
 
 	/* ---- results, valid in on_done ---- */
 	long status;	    /* last HTTP status (0: no answer) */
@@ -189,6 +195,11 @@ struct backend_req {
 	 * sent; "" when absent or longer than this holds */
 	char bucket_region[64];
 	int fast_failed; /* failed at once: the store is down (breaker) */
+	/* with keep_redirect: the redirect's target, absolute, malloc'd (the
+	 * caller frees it), without userinfo when it leaves the submitted
+	 * URL's origin; NULL when the answer was not a redirect */
+	char *location;
+	int location_same_origin; /* 1: location is on the submitted URL's origin */
 
 	/* ---- private to the engine ---- */
 	struct backend_req *next;

@@ -652,6 +652,8 @@ void backend_io_submit(struct backend_io *io, struct backend_req *r)
 	r->delivered = 0;
 	r->attempts = 0;
 	r->error[0] = '\0';
+	r->location = NULL;
+	r->location_same_origin = 0;
 	atomic_fetch_add(&io->n_requests, 1);
 	disk_mutex_lock(&io->lock);
 	closing = io->closing || io->cancelled;

@@ -645,7 +645,8 @@ static int done_cut(struct xfer *x, CURLcode c)
 /* A 3xx: the next hop queued first (to the target curl names, or the lean
  * engine's), signed and with its userinfo only on the submitted URL's
  * origin; more than IO_MAX_REDIRECTS hops, no target or one not http(s):
- * -EIO. */
+ * -EIO. A request with keep_redirect ends there instead, its target in
+ * r->location (backend_head_ahead's first half). */
 /* The length of url's scheme (letters, digits, "+-.", at most 16, before a
  * ':'), or 0. */
 static int scheme_len(const char *url)
@@ -659,6 +660,7 @@ static void follow_redirect(struct xfer *x)
 {
 	struct backend_req *r = x->r;
 	char *loc = NULL, *next, *origin, *first;
+	int same;
 
 	if (x->easy)
 		curl_easy_getinfo(x->easy->e, CURLINFO_REDIRECT_URL, &loc);
@@ -694,14 +696,21 @@ static void follow_redirect(struct xfer *x)
 		return;
 	}
 	first = backend__url_origin(r->url);
-	x->signable = first && strcmp(origin, first) == 0;
+	same = first && strcmp(origin, first) == 0;
 	free(origin);
 	free(first);
-	next = x->signable ? strdup(loc) : backend__url_without_userinfo(loc);
+	next = same ? strdup(loc) : backend__url_without_userinfo(loc);
 	if (!next) {
 		backend__io_xfer_finish(x, -ENOMEM);
 		return;
 	}
+	if (r->keep_redirect) { /* not followed: the caller sends it (its hop) */
+		r->location = next;
+		r->location_same_origin = same;
+		backend__io_xfer_finish(x, 0);
+		return;
+	}
+	x->signable = same;
 	free(x->url_own);
 	x->url = x->url_own = next;
 	xfer_detach_easy(x);

@@ -537,6 +537,24 @@ static int os_stat(struct backend *be, const char *key, struct backend_objinfo *
 	return err;
 }
 
+/* The URL of key's HEAD as os_stat sends it (malloc'd), or NULL; os_stat
+ * for another file of the store (backend_ais_head.c). */
+char *backend__os_head_url(struct backend_objstore *os, const char *key)
+{
+	char path[OS_PATH_MAX];
+	struct os_call c;
+
+	if (os_object_path(os, os->head_prefix, key, path, sizeof(path)) < 0 ||
+	    os_call_init(&c, os, "HEAD", path, os->head_query) < 0)
+		return NULL;
+	return c.req.url;
+}
+
+int backend__os_stat(struct backend *be, const char *key, struct backend_objinfo *info)
+{
+	return os_stat(be, key, info);
+}
+
 /* stat_many: HEADs of any keys, os->head_window at once (one after the
  * other they cost a round trip each: a GetBatch request's confirmation,
  * a brace pattern's learning) */
@@ -747,6 +765,9 @@ static const struct backend_ops os_ops = {
     .read_cb = os_read_cb,
     .read_async = os_read_async,
     .batch_read = os_batch_read,
+    .head_ahead = backend__ais_head_ahead,
+    .head_follow = backend__ais_head_follow,
+    .head_drop = backend__ais_head_drop,
 };
 
 /* ---- open ----------------------------------------------------------------- */

@@ -30,6 +30,17 @@
  * began one item's transfer later). Without a thread (pthread_create
  * failed) the window thread sends the HEAD itself.
  *
+ * A HEAD's two hops (AIStore's proxy answers an object's HEAD with a 307 to
+ * its target, which answers it): the first goes with the window's requests
+ * (backend_head_ahead, one per object), its redirect kept unfollowed; the
+ * object's HEAD thread follows it (backend_head_follow), so the HEAD on
+ * the window's path costs the target's round trip only. The proxy's answer
+ * is a redirect chosen by the object's name, none of its state: what the
+ * rule below reads is the target's answer, sent when the HEAD thread
+ * follows the redirect (S below). An object none of whose items began
+ * drops its redirect unfollowed. Stores that answer a HEAD at once (no
+ * redirect) get the whole HEAD at S, as before.
+ *
  * Why an item given from memory is of the listed version (the stage's
  * argument for ranged spans is cachetier_memread.c's header: If-Match and
  * the answer's ETag; GetBatch has neither, nor a version per item in its
@@ -117,6 +128,10 @@ struct bm_obj {
 	pthread_t th;
 	struct bm_win *w;
 	unsigned heads, stale; /* its HEAD thread's counts, read once joined */
+	/* its HEAD's first hop, sent with the window's requests (NULL: none,
+	 * the whole HEAD goes at its time): set by the caller before any
+	 * request starts, taken by its HEAD thread */
+	struct backend_head_ahead *ahead;
 };
 
 /* A request: items [a, b) of the window, on a reader thread. */
@@ -242,20 +257,26 @@ static void *bm_head(void *arg)
 	for (size_t j = 0; j < w->n && !any; j++)
 		any = w->obj[j] == x && w->begun[j];
 	if (any) {
-		const char *key = o->f->key;
 		struct backend_objinfo info;
-		int herr = 0, all;
+		int herr;
 
 		memset(&info, 0, sizeof(info));
-		all = backend_stat_many(w->ct->be, &key, 1, &info, &herr);
+		/* the proxy's redirect of this HEAD was asked with the requests
+		 * (its answer names the target, nothing of the object); the
+		 * target's HEAD, the one whose answer counts, goes only now */
+		herr = backend_head_follow(w->ct->be, o->ahead, o->f->key, &info);
+		o->ahead = NULL;
 		o->heads = 1;
-		if (all < 0 || (herr < 0 && herr != -ENOENT))
+		if (herr < 0 && herr != -ENOENT)
 			v = -EIO;
 		else if (herr == -ENOENT ||
 			 !backend_version_same(info.etag, info.size, info.mtime, o->f->etag,
 					       o->f->size, o->f->mtime))
 			v = -ESTALE;
 		o->stale = v == -ESTALE;
+	} else {
+		backend_head_drop(w->ct->be, o->ahead); /* no item began: no HEAD */
+		o->ahead = NULL;
 	}
 	o->v = v;
 	atomic_store_explicit(&o->headed, 1, memory_order_release);
@@ -499,6 +520,12 @@ int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_
 	/* from here on the window thread owns w and ends every item */
 	for (size_t i = 0; i < n; i++)
 		cachetier_obj_ref(it[i].o);
+	/* each object's HEAD's first hop (the proxy's 307 to its target) now,
+	 * beside the requests' own: its HEAD, once its items began, then costs
+	 * the target's round trip only (no object is asked before a request
+	 * started: the window thread reads o->ahead after a request's post) */
+	for (size_t x = 0; x < w->nobj; x++)
+		w->o[x].ahead = backend_head_ahead(ct->be, w->o[x].f->key);
 	for (size_t g = 0; g < nreq; g++) {
 		struct bm_rd *rd = &w->rd[g];
 		int ret;

@@ -371,7 +371,8 @@ class _AisHandler(_Handler):
             owner.count('authorization_seen')
         if u.path.startswith('/s3/'):
             q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
-            if self.command == 'HEAD' and u.path.find('/', 4) > 0 and 'dt' not in q:
+            if self.command == 'HEAD' and u.path.find('/', 4) > 0 and 'dt' not in q and \
+                    not owner.head_at_proxy:
                 # the proxy: AIStore's S3 HEAD of an object is a 307 to the target that holds
                 # it (ais/prxs3.go headObjS3, by default), which answers it
                 owner.count('head_redirects')
@@ -770,6 +771,8 @@ class AisStandIn(_Counting):
     GetBatch; counted as moss_refused_status), head_barrier (N: the next HEADs wait until N are
     in flight at once, at most 5 s; stats head_inflight_max: the most HEADs in flight),
     head_hold (the first HEAD of a path with its match held until its go, at most 30 s),
+    head_at_proxy (True: the proxy answers an object's S3 HEAD itself, no 307, as AIStore does
+    with its S3 reverse-proxy feature flag; counted s3_head only),
     moss_hold (a threading.Event: every GetBatch answer waits for it at the target, at most
     30 s; counted as moss_held), moss_pause (a dict of threading.Events 'reached' and 'go':
     the next answer stops in the middle of its last member's data, its first half sent, sets
@@ -817,6 +820,7 @@ class AisStandIn(_Counting):
         self.head_inflight = 0
         self.head_barrier = 0  # see head_enter
         self.head_hold = None  # see head_enter
+        self.head_at_proxy = False
         self.serve(_AisHandler)
 
     def head_enter(self, path=''):

@@ -86,6 +86,20 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            while it lasts and no byte of S is served (its items are given only once all of
            them arrived); released: S's paths exact from the stage; 3 HEADs in all (stand-in,
            mount), 1 request, no stale object, no object GET, miss, fallback or failed span
+  stageahead 'stage''s mount, the window's one GetBatch answer held at the target before its
+           first byte (moss_hold): each shard's HEAD's first hop (the proxy's 307) has gone
+           while it is held, its second (the target's HEAD, whose answer the version rule
+           reads) has not: 3 redirects, 0 HEADs at the target; released: 3 HEADs at the target,
+           still 3 redirects (one a HEAD: the kept redirect followed, not a second HEAD at
+           the proxy), 1 request, 1 GetBatch redirect, every path exact from the stage, no
+           stale object, no object GET (backend_head_ahead: the HEAD's proxy hop beside the
+           request's, so an item waits for the target's round trip only)
+  stagedirect 'stage''s mount on a stand-in whose proxy answers HEADs itself (head_at_proxy,
+           as AIStore's S3 reverse-proxy flag): plan a (the first 15 paths) then plan b (the
+           others), one window each: a's HEADs sent ahead are answered, not redirected, so each
+           object's HEAD is sent whole again at its time (2 per shard of a's window: the early
+           answer proves nothing), and b's window sends none ahead (1 per shard); no redirect,
+           every path exact from the stage, no stale object
   stagesplit a staged window split into several requests: 2 other shards (16 members of
            200-300 KB, prefix big/), the plan their 16 middle members (4 MB, one window),
            --connections 5 (at most 3 GetBatch requests at once): exactly fetch_batch.c's
@@ -982,6 +996,99 @@ def case_stageopen(env, ck, c):
         pause['go'].set()
 
 
+def case_stageahead(env, ck, c):
+    """'stage''s mount with the window's one answer held at the target before any byte
+    (moss_hold): the 3 shards' HEADs' proxy hops (307s) reach the stand-in while it is held,
+    none of their target HEADs; released, each kept redirect is followed once: 3 HEADs at the
+    target, 3 redirects in all; every path exact from the stage."""
+    hold = threading.Event()
+    c.world.ais.moss_hold = hold
+    try:
+        with stage_mount(c, 'stageahead') as m:
+            st0, a0 = c.publish(ck, m, 'stageahead')
+            held = ml.poll(lambda: c.ais().get('moss_held', 0) > a0.get('moss_held', 0))
+            ck.ok(held, 'stageahead: the window\'s GetBatch answer held at the target')
+            ml.poll(lambda: c.ais().get('head_redirects', 0) - a0.get('head_redirects', 0) >=
+                    NSHARDS)
+            ah = c.ais()
+            ck.eq('stageahead: while it is held: HEADs redirected by the proxy, HEADs at the '
+                  'target, GetBatch answers begun',
+                  (ah.get('head_redirects', 0) - a0.get('head_redirects', 0),
+                   ah.get('s3_head', 0) - a0.get('s3_head', 0),
+                   ah.get('moss_held', 0) - a0.get('moss_held', 0)), (NSHARDS, 0, 1))
+            hold.set()
+            c.world.ais.moss_hold = None
+            staged(m, st0, len(c.plan))
+            c.read_all(ck, m, 'stageahead')
+            st = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
+                         {'plan_batch_heads': st0['plan_batch_heads'] + NSHARDS})
+            a1 = c.ais()
+            ck.eq('stageahead: HEADs at the target, HEADs redirected by the proxy (each kept '
+                  'redirect followed once), the mount\'s HEADs',
+                  (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+                   a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
+                   st['plan_batch_heads'] - st0['plan_batch_heads']),
+                  (NSHARDS, NSHARDS, NSHARDS))
+            ck.eq('stageahead: GetBatch requests (mount, stand-in), GetBatch redirects',
+                  (st['plan_batch_requests'] - st0['plan_batch_requests'],
+                   a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
+                   a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0)), (1, 1, 1))
+            ck.eq('stageahead: bytes read from the stage: every path and its header check',
+                  st['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+                  sum(x[3] + 512 for x in c.plan))
+            ck.eq('stageahead: stale objects, failed spans, object GETs, misses, read errors',
+                  (st['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+                   st['plan_stage_failed'] - st0['plan_stage_failed'],
+                   a1.get('redirects', 0) - a0.get('redirects', 0),
+                   st['cache_misses'] - st0['cache_misses'],
+                   st['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+    finally:
+        c.world.ais.moss_hold = None
+        hold.set()
+
+
+def case_stagedirect(env, ck, c):
+    """'stage''s mount, the stand-in's proxy answering HEADs itself (head_at_proxy): the
+    first window's HEADs sent ahead are answered at once, so each is sent whole again once its
+    items began (2 per object), and the mount sends none ahead after (1 per object)."""
+    half = len(c.plan) // 2
+    parts = {'a': c.plan[:half], 'b': c.plan[half:]}
+    files = {}
+    for k, part in parts.items():
+        files[k] = c.env.path('plan-direct-' + k)
+        with open(files[k], 'w') as f:
+            f.write(''.join(x[0] + '\n' for x in part))
+    c.world.ais.head_at_proxy = True
+    try:
+        with stage_mount(c, 'stagedirect') as m:
+            for s in range(NSHARDS):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            for k, per in (('a', 2), ('b', 1)):
+                st0, a0 = m.stats(), c.ais()
+                ck.eq('stagedirect: plan %s rc' % k, ctl(m.mnt, 'plan %s %s' % (k, files[k])),
+                      None)
+                staged(m, st0, len(parts[k]))
+                bad = sum(1 for x in parts[k] if ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
+                objs = len(set(x[1] for x in parts[k]))
+                st = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
+                             {'plan_batch_heads': st0['plan_batch_heads'] + objs})
+                a1 = c.ais()
+                ck.eq('stagedirect: plan %s: HEADs at the stand-in (%d a shard of the window), '
+                      'redirected, the mount\'s' % (k, per),
+                      (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+                       a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
+                       st['plan_batch_heads'] - st0['plan_batch_heads']),
+                      (per * objs, 0, objs))
+                ck.eq('stagedirect: plan %s: paths with wrong bytes, GetBatch requests, stale '
+                      'objects, bytes read from the stage' % k,
+                      (bad, st['plan_batch_requests'] - st0['plan_batch_requests'],
+                       st['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+                       st['plan_stage_read_bytes'] - st0['plan_stage_read_bytes']),
+                      (0, 1, 0, sum(x[3] + 512 for x in parts[k])))
+    finally:
+        c.world.ais.head_at_proxy = False
+
+
 def run(env, ck):
     c = Case(env)
     try:
@@ -1001,6 +1108,8 @@ def run(env, ck):
         case_stagecut(env, ck, c)
         case_stagehead(env, ck, c)
         case_stageopen(env, ck, c)
+        case_stageahead(env, ck, c)
+        case_stagedirect(env, ck, c)
         case_stagesplit(env, ck, c)
         case_version(env, ck, c)
         ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)

@@ -1,0 +1,117 @@
+/*
+ * backend_ais_head.c — backend_head_ahead (backend.h) for ais:// sources:
+ * an object's HEAD in two halves. AIStore's proxy answers an object's S3
+ * HEAD with a 307 to the object's target, which answers it (AIStore's
+ * ais/prxs3.go headObjS3, by default). The redirect is chosen by the
+ * object's name alone (the proxy reads nothing of the object: it says
+ * nothing of its version), and holds no time limit and no one-time token:
+ * when intra-cluster signing is on it is signed over the method, path,
+ * proxy, cluster map version, length and a nonce (ais/signverify.go,
+ * ais/prxred.go), so a target answers it whenever it is followed. A
+ * GetBatch redirect is another matter: the proxy sets up a work item for
+ * that one request before its 307 (ais/ml.go), so it is never reused.
+ *
+ * backend__ais_head_ahead sends the HEAD to the endpoint with
+ * keep_redirect (the engine ends the request at the 3xx, its target in
+ * location); backend__ais_head_follow sends the HEAD to that target (one
+ * round trip: the answer is the object as it is then) or, when no
+ * redirect was kept (the endpoint answered the HEAD itself, or failed),
+ * the whole HEAD again (backend__os_stat): the early answer is dropped,
+ * never given, and an endpoint seen answering HEADs itself gets none sent
+ * ahead from then on (os->head_direct). AIStore's requests are never
+ * signed (backend_s3.c, os_auth): none here either.
+ *
+ * Threads: the caller's (any but the I/O thread); the endpoint's answer
+ * is noted on the I/O thread (os_ahead_done); follow and drop wait for it,
+ * bounded by the engine's retry budget and stall bound.
+ */
+#include <errno.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_i.h"
+#include "backend_io_i.h"
+
+struct backend_head_ahead {
+	struct backend_req req; /* the HEAD at the endpoint: url is ours */
+	sem_t done;		/* posted on the I/O thread once it ended */
+	int err;		/* its errno, written before done */
+};
+
+static void ahead_done(void *arg, struct backend_req *r, int err)
+{
+	struct backend_head_ahead *h = arg;
+
+	(void)r;
+	h->err = err;
+	sem_post(&h->done);
+}
+
+struct backend_head_ahead *backend__ais_head_ahead(struct backend *be, const char *key)
+{
+	struct backend_objstore *os = be->impl;
+	struct backend_head_ahead *h;
+
+	if (os->kind != OS_AIS || atomic_load_explicit(&os->head_direct, memory_order_relaxed))
+		return NULL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->req.url = backend__os_head_url(os, key);
+	if (!h->req.url || sem_init(&h->done, 0, 0) < 0) {
+		free(h->req.url);
+		free(h);
+		return NULL;
+	}
+	h->req.method = "HEAD";
+	h->req.keep_redirect = 1;
+	h->req.on_done = ahead_done;
+	h->req.arg = h;
+	backend_io_submit(os->io, &h->req);
+	return h;
+}
+
+static void ahead_free(struct backend_head_ahead *h)
+{
+	while (sem_wait(&h->done) < 0 && errno == EINTR)
+		; /* the engine ends every request */
+	free(h->req.location);
+	free(h->req.url);
+	sem_destroy(&h->done);
+	free(h);
+}
+
+void backend__ais_head_drop(struct backend *be, struct backend_head_ahead *h)
+{
+	(void)be;
+	ahead_free(h);
+}
+
+int backend__ais_head_follow(struct backend *be, struct backend_head_ahead *h, const char *key,
+			     struct backend_objinfo *info)
+{
+	struct backend_objstore *os = be->impl;
+	struct backend_req r;
+	int err;
+
+	memset(&r, 0, sizeof(r));
+	while (sem_wait(&h->done) < 0 && errno == EINTR)
+		;
+	sem_post(&h->done); /* for ahead_free's wait */
+	if (h->err < 0 || !h->req.location) {
+		if (h->err == 0) /* answered at the endpoint: older than this call */
+			atomic_store_explicit(&os->head_direct, 1, memory_order_relaxed);
+		ahead_free(h);
+		return backend__os_stat(be, key, info);
+	}
+	r.url = h->req.location; /* the target's, as the engine's hop would send it */
+	err = backend_io_head(os->io, &r);
+	if (err == 0)
+		backend_io_head_info(info, key, &r);
+	else
+		backend__req_failed(be, "HEAD", key, &r, err);
+	ahead_free(h);
+	return err;
+}
