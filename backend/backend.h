@@ -312,12 +312,13 @@ typedef void (*backend_done_cb)(void *arg, int err, uint64_t bytes);
  * backend_sink_ready (once it has room), or at the latest after
  * BACKEND_PAUSE_BACKSTOP_MS (a bound, not the way a transfer is meant to
  * go on: backend_stats.pause_backstops counts them). Then the sink is asked
- * with len 0: BACKEND_SINK_FULL again keeps the transfer paused (the sink
- * calls backend_sink_ready again when it has room); 0 resumes it, and the
- * same bytes, at the same offset, come again (the sink may refuse them
- * again); a negative errno stops the read. A paused transfer is not a
- * stall. The answer to a len-0 call of a transfer that is not paused is
- * taken as 0. */
+ * with len 0 (the longest paused first): BACKEND_SINK_FULL again keeps
+ * the transfer paused (the sink calls backend_sink_ready again when it has
+ * room); 0 resumes it, and the same bytes, at the same offset, come again
+ * (the sink may refuse them again); a negative errno stops the read. A
+ * paused transfer is not a stall. The answer to a len-0 call of a transfer
+ * that is not paused, or of one paused at the store's poll, is taken as
+ * 0 (it stays paused). */
 #define BACKEND_SINK_FULL	  1
 #define BACKEND_PAUSE_BACKSTOP_MS 1000
 

@@ -357,29 +357,45 @@ static void shutdown_loop(struct backend_io *io, struct backend_req *q)
 	uv_close((uv_handle_t *)&io->async, NULL);
 }
 
-/* Ask the paused transfers' sinks again (len 0) and resume those with room
- * (curl offers a resumed transfer's held bytes to its sink again, which may
- * pause it again, or stop the transfer: curl_easy_pause then fails, and
- * curl says so nowhere else, so the attempt ends here). After a
- * backend_sink_ready (backstop 0) every paused transfer is asked; at the
- * bound's tick (backstop 1) only those paused for BACKEND_PAUSE_BACKSTOP_MS
- * or more. A transfer that ends may start others (the list changes): each
- * pass starts from the list's head, and a transfer is asked at most once a
- * pass (its 'paused' is 3 meanwhile; one paused again waits for the next
- * backend_sink_ready). The bound's timer stops when none is left paused. */
+/* The paused transfer to ask next in a pass: the one paused longest (a
+ * sink that takes its room at the ask, as a prefetch fill's takes its
+ * buffer, resumes the oldest pauses first, not the newest transfers of
+ * io->all again and again); NULL: none is left to ask. */
+static struct xfer *paused_oldest(struct backend_io *io, int backstop, uint64_t now)
+{
+	uint64_t bound = (uint64_t)BACKEND_PAUSE_BACKSTOP_MS * 1000000u;
+	struct xfer *best = NULL;
+
+	for (struct xfer *x = io->all; x; x = x->next) {
+		if (x->paused == 1 && (x->easy || x->lc) &&
+		    (!backstop || now - x->paused_ns >= bound) &&
+		    (!best || x->paused_ns < best->paused_ns))
+			best = x;
+	}
+	return best;
+}
+
+/* Ask the paused transfers' sinks again (len 0), the longest paused first,
+ * and resume those with room (curl offers a resumed transfer's held bytes
+ * to its sink again, which may pause it again, or stop the transfer:
+ * curl_easy_pause then fails, and curl says so nowhere else, so the attempt
+ * ends here). After a backend_sink_ready (backstop 0) every paused transfer
+ * is asked; at the bound's tick (backstop 1) only those paused for
+ * BACKEND_PAUSE_BACKSTOP_MS or more. A transfer that ends may start others
+ * (the list changes): each ask looks at the whole list, and a transfer is
+ * asked at most once a pass (its 'paused' is 3 meanwhile; one paused again
+ * waits for the next backend_sink_ready). The bound's timer stops when none
+ * is left paused. */
 static void resume_paused(struct backend_io *io, int backstop)
 {
-	uint64_t now = uv_hrtime(), bound = (uint64_t)BACKEND_PAUSE_BACKSTOP_MS * 1000000u;
+	uint64_t now = uv_hrtime();
 	struct xfer *x;
 	int left = 0;
 
 	for (;;) {
 		CURLcode c;
 
-		for (x = io->all; x && !(x->paused == 1 && (x->easy || x->lc) &&
-					 (!backstop || now - x->paused_ns >= bound));
-		     x = x->next)
-			;
+		x = paused_oldest(io, backstop, now);
 		if (!x)
 			break;
 		x->progress_ns = uv_hrtime();

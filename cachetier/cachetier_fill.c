@@ -101,6 +101,46 @@ static int sink_full(struct cachetier *ct, unsigned limit)
 	return BACKEND_SINK_FULL;
 }
 
+/* May s (a prefetch fill's, asynchronous) take a fresh buffer from the
+ * pool? While fewer than FILL_BUFS_MAX are out; once it paused for one
+ * (s->pool_wait, set here), while fewer than FILL_BUFS_RESUME are out: a
+ * fill goes on with room for a run of buffers, so it does not pause again
+ * at the next one. A no asks for the put's wake-up (cachetier__buf_room). */
+static int sink_pool_room(struct cachetier *ct, struct fill_sink *s)
+{
+	if (cachetier__buf_room(ct, s->pool_wait ? FILL_BUFS_RESUME : FILL_BUFS_MAX)) {
+		s->pool_wait = 0;
+		return 1;
+	}
+	s->pool_wait = 1;
+	return 0;
+}
+
+/* The len-0 ask of a sink paused for a fresh buffer (the store's pass
+ * after backend_sink_ready, its poll, its 1 s bound): BACKEND_SINK_FULL
+ * (it stays paused, no system call) while FILL_BUFS_RESUME or more are
+ * out; else 0, the buffer taken now, so the next sink asked in the same
+ * pass sees it counted: a pass resumes as many fills as the pool has
+ * buffers for under the mark, not every paused one. A buffer taken with
+ * no bytes received into it goes back at the run's end (fill_run_done).
+ * At the store's poll (which leaves a paused transfer paused) room under
+ * the mark means a put brought the count there after this sink asked for
+ * its wake-up (cachetier__buf_room): that put's backend_sink_ready asks
+ * it again, and the buffer taken now is its. */
+static int sink_pool_ask(struct cachetier *ct, struct fill_sink *s)
+{
+	if (!cachetier__buf_room(ct, FILL_BUFS_RESUME))
+		return BACKEND_SINK_FULL;
+	s->pool_wait = 0;
+	if (!s->cur && s->next < s->end) {
+		s->cur = cachetier__buf_get(ct);
+		if (!s->cur)
+			return -ENOMEM;
+		*s->cur = (struct fill_buf){.slot = s->slot, .off = s->next};
+	}
+	return 0;
+}
+
 /* The sink's buffer s->cur is full: to the fill writer, unless the run
  * has at most half a buffer left (then it is kept in s->full and goes with
  * the run's last bytes and its end in one push, fill_run_done: one batch
@@ -142,22 +182,29 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 			cachetier__wq_push(ct, s->cur);
 			s->cur = NULL;
 		}
-		if (s->slot->fill->async) /* a paused transfer stays paused */
-			return sink_full(ct, FILL_WQ_RESUME + 1);
+		if (s->pool_wait) /* paused for a buffer: it goes on with one */
+			return sink_pool_ask(ct, s);
+		/* paused for the writer's queue: it stays paused till a quarter */
+		if (s->q_wait && sink_full(ct, FILL_WQ_RESUME + 1))
+			return BACKEND_SINK_FULL;
+		s->q_wait = 0;
 		return 0;
 	}
 	/* the backend promises contiguous pieces inside the range: anything
 	 * else would leave a hole in units about to be marked valid */
 	if (off != s->next || len > s->end - off)
 		return -EIO;
-	if (s->slot->fill->async && sink_full(ct, FILL_WQ_MAX))
+	if (s->slot->fill->async && sink_full(ct, FILL_WQ_MAX)) {
+		s->q_wait = 1;
 		return BACKEND_SINK_FULL;
+	}
+	s->q_wait = 0;
 	/* a prefetch's piece that needs a fresh buffer, only while the pool
-	 * has fewer than FILL_BUFS_MAX out: else a pause, none of it taken (a
-	 * piece of more than a buffer may take more than one then: the bound
-	 * is passed by at most that) */
+	 * has fewer than FILL_BUFS_MAX out (FILL_BUFS_RESUME once it paused for
+	 * one): else a pause, none of it taken (a piece of more than a buffer
+	 * may take more than one then: the bound is passed by at most that) */
 	if (s->slot->pf && s->slot->fill->async &&
-	    (!s->cur || len > FILL_BUF_BYTES - s->cur->used) && !cachetier__buf_room(ct))
+	    (!s->cur || len > FILL_BUF_BYTES - s->cur->used) && !sink_pool_room(ct, s))
 		return BACKEND_SINK_FULL;
 	if (!s->wrote)
 		s->first_ns = cachetier__mono_ns();
@@ -210,11 +257,13 @@ static void *fill_sink_mem(void *arg, uint64_t off, size_t *len)
 	    atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed))
 		return NULL;
 	if (s->slot->fill->async && sink_full(ct, FILL_WQ_MAX)) {
+		s->q_wait = 1;
 		*len = 0;
 		return NULL;
 	}
+	s->q_wait = 0;
 	if (!s->cur) {
-		if (s->slot->pf && s->slot->fill->async && !cachetier__buf_room(ct)) {
+		if (s->slot->pf && s->slot->fill->async && !sink_pool_room(ct, s)) {
 			*len = 0;
 			return NULL;
 		}

@@ -57,6 +57,18 @@ struct ct_wjob;
  * (15 buffers a chunk: cachetier_write.c). A reader's fill is never held
  * by it. */
 #define FILL_BUFS_MAX 60u
+/* ... and a prefetch fill paused so takes a fresh buffer again only while
+ * fewer than this many are out (half): it goes on with room for a run of
+ * buffers, not for one, and the pool's count travels 30 buffers between a
+ * pause and the resume it needs (resumed at FILL_WQ_RESUME queued, 33
+ * fills each holding a buffer were 11 under the pause's count: 28-43
+ * resume passes a 513 MB prefetch, some 17 pauses each; tests/bench/
+ * README.md, L4 loop7). The put that leaves fewer out with a sink paused
+ * so wakes the paused transfers (backend_sink_ready), and each one asked
+ * then takes its buffer at the ask while fewer are out, so a pass resumes
+ * as many fills as the pool has buffers for under the mark, not every
+ * paused one. */
+#define FILL_BUFS_RESUME (FILL_BUFS_MAX / 2u)
 
 /* A buffer of a fill's bytes on its way from the sink to the writer; or,
  * with end set, the end of a run (the slot's own message, no data). */
@@ -88,6 +100,12 @@ struct fill_sink {
 	/* a full buffer kept for the run's last bytes, pushed with them
 	 * (cachetier_fill.c, sink_full_buf) */
 	struct fill_buf *full;
+	/* paused for a fresh buffer (FILL_BUFS_MAX out): one is taken again
+	 * only under FILL_BUFS_RESUME */
+	int pool_wait;
+	/* paused for the writer's queue (FILL_WQ_MAX): it goes on at
+	 * FILL_WQ_RESUME */
+	int q_wait;
 };
 
 /* A fill's request state, one per slot. The worker that took the slot
@@ -139,16 +157,19 @@ struct ct_fill {
 
 /* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or from a new
  * chunk of them (cachetier_write.c); NULL when out of memory. buf_put gives
- * it back (the writer, or a failed run's sink; NULL is fine); buf_pool_init
- * makes the empty pool (the arena of disk_arena.h), buf_pool_free frees it
- * at stop. buf_room: may a prefetch fill's sink take a fresh buffer (fewer
- * than FILL_BUFS_MAX out)? 0: no, and the writer's next wake-up of paused
- * sinks covers the caller's pause (the store's I/O thread, no lock). */
+ * it back (the writer, or a failed run's sink; NULL is fine), and wakes the
+ * paused sinks (backend_sink_ready) when it leaves fewer than
+ * FILL_BUFS_RESUME out and one asked for it; buf_pool_init makes the empty
+ * pool (the arena of disk_arena.h), buf_pool_free frees it at stop.
+ * buf_room: may a prefetch fill's sink take a fresh buffer (fewer than
+ * limit out: FILL_BUFS_MAX, or FILL_BUFS_RESUME for a sink paused for
+ * one)? 0: no, and a put's wake-up under FILL_BUFS_RESUME covers the
+ * caller's pause (the store's I/O thread, no lock). */
 struct cachetier;
 void cachetier__buf_pool_init(struct cachetier *ct);
 struct fill_buf *cachetier__buf_get(struct cachetier *ct);
 void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b);
-int cachetier__buf_room(struct cachetier *ct);
+int cachetier__buf_room(struct cachetier *ct, unsigned limit);
 void cachetier__buf_pool_free(struct cachetier *ct);
 
 /* The error a withdrawn prefetch fill stops with (pf_yield). */

@@ -200,14 +200,16 @@ struct ct_writer {
 					* FILL_WQ_MAX the sinks pause their transfers */
 	atomic_int wq_wake;	   /* a sink paused: the writer calls backend_sink_ready at half */
 	atomic_uint bufs_out;	   /* sink buffers out of the pool (FILL_BUFS_MAX) */
+	atomic_uint bufs_peak;	   /* ... the most at once (tests) */
+	atomic_int bufs_wake;	   /* a sink paused for one: a put under FILL_BUFS_RESUME wakes */
+	atomic_ullong pool_wakes;  /* ... those wake-ups (backend_sink_ready; tests) */
 	atomic_ullong buf_chunks;  /* the pool's chunks mapped, all told (fill_pool_maps) */
 	atomic_int whold;	   /* tests: the writer takes nothing (cachetier_write_hold) */
 	atomic_ullong fill_writes; /* the writer's pwrite(v) calls of fills' bytes */
-	/* ... its passes making units readable (under their object's lock) */
-	atomic_ullong fill_publishes;
-	uint64_t wlocked_calls;	   /* ... their lock fcntls under ct->lock (fill_locked_calls) */
-	atomic_ullong wlock_takes; /* ... its takes of ct->lock (after each batch) */
-	atomic_ullong wlock_busy;  /* ... those that found it held */
+	atomic_ullong fill_publishes; /* ... its passes making units readable (object's lock) */
+	uint64_t wlocked_calls;	      /* ... their lock fcntls under ct->lock (fill_locked_calls) */
+	atomic_ullong wlock_takes;    /* ... its takes of ct->lock (after each batch) */
+	atomic_ullong wlock_busy;     /* ... those that found it held */
 	pthread_t writer;
 	int have_writer;
 };

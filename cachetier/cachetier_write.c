@@ -128,6 +128,7 @@ void cachetier__buf_pool_init(struct cachetier *ct)
 struct fill_buf *cachetier__buf_get(struct cachetier *ct)
 {
 	char *blk;
+	unsigned n, peak;
 
 	disk_mutex_lock(&ct->wr.bpool_lock);
 	blk = disk_arena_take(&ct->wr.bpool);
@@ -141,7 +142,12 @@ struct fill_buf *cachetier__buf_get(struct cachetier *ct)
 	disk_mutex_unlock(&ct->wr.bpool_lock);
 	if (!blk)
 		return NULL;
-	atomic_fetch_add(&ct->wr.bufs_out, 1);
+	n = atomic_fetch_add(&ct->wr.bufs_out, 1) + 1;
+	peak = atomic_load_explicit(&ct->wr.bufs_peak, memory_order_relaxed);
+	while (n > peak &&
+	       !atomic_compare_exchange_weak_explicit(&ct->wr.bufs_peak, &peak, n,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
 	BUF_POISON(blk, BUF_LEAD);
 	return (struct fill_buf *)(blk + BUF_LEAD);
 }
@@ -156,22 +162,31 @@ void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
 	gone = disk_arena_give(&ct->wr.bpool, b->data - BUF_HEAD);
 	disk_mutex_unlock(&ct->wr.bpool_lock);
 	disk_arena_chunk_unmap(gone);
-	atomic_fetch_sub(&ct->wr.bufs_out, 1);
+	/* under the resume mark with a sink paused for a buffer (buf_room):
+	 * the paused transfers asked again, one wake-up of the store's I/O
+	 * thread; the count falls before the flag is read (both sequentially
+	 * consistent), so a pause never misses it */
+	if (atomic_fetch_sub(&ct->wr.bufs_out, 1) - 1 < FILL_BUFS_RESUME &&
+	    atomic_load(&ct->wr.bufs_wake) && atomic_exchange(&ct->wr.bufs_wake, 0)) {
+		atomic_fetch_add_explicit(&ct->wr.pool_wakes, 1, memory_order_relaxed);
+		backend_sink_ready(ct->be);
+	}
 }
 
 /* The same handshake as the sinks' FILL_WQ_MAX (cachetier_fill.c,
- * sink_full): the flag is set before the count is read again, and the
- * writer reads it after each buffer's put (buf_done), so a pause here
- * always has its wake-up: the writer's, once it is down to FILL_WQ_RESUME
- * queued (the buffers out then are those and the ones sinks hold, each
- * of which a running transfer fills and pushes), or the store's 1 s
- * bound on a pause. */
-int cachetier__buf_room(struct cachetier *ct)
+ * sink_full), on the pool's count: the flag is set before the count is
+ * read again, and every put reads it after its count falls
+ * (cachetier__buf_put), so a pause here always has its wake-up: the put's
+ * that leaves fewer than FILL_BUFS_RESUME out (the buffers out are queued,
+ * being written, or held by running transfers, which push them; a paused
+ * sink's kept one goes at the store's poll), or the store's 1 s bound on a
+ * pause. */
+int cachetier__buf_room(struct cachetier *ct, unsigned limit)
 {
-	if (atomic_load_explicit(&ct->wr.bufs_out, memory_order_relaxed) < FILL_BUFS_MAX)
+	if (atomic_load_explicit(&ct->wr.bufs_out, memory_order_relaxed) < limit)
 		return 1;
-	atomic_store(&ct->wr.wq_wake, 1);
-	return atomic_load(&ct->wr.bufs_out) < FILL_BUFS_MAX;
+	atomic_store(&ct->wr.bufs_wake, 1);
+	return atomic_load(&ct->wr.bufs_out) < limit;
 }
 
 void cachetier__buf_pool_free(struct cachetier *ct)

@@ -12,7 +12,7 @@ BIN: shardfs binaries (release builds; compare.sh makes build-bench-REV/shardfs)
 prefetch: the daemon's CPU per GB filled from its threads' schedstat run time (exact, not 10 ms
 ticks), by thread name (shardfs-io, the store's I/O loop; shardfs-write, the fill writer;
 shardfs, the main and FUSE threads), its context switches and minor page faults per GB, the
-fill transfers paused (store_pauses), the fill buffers' pool's 2 MiB mappings (fresh memory:
+fill transfers paused and resumed (store_pauses/store_resumes), the fill buffers' pool's 2 MiB mappings (fresh memory:
 cache_fill_pool_maps, '-' for a build without it), the wall time and the load average (1 min). --curl adds
 a side: curl of each shard to a file, 8 at a time, its CPU (rusage) per GB written (L4's
 ratio). --perf DIR: `perf record -g -F 4999` of the daemon over each prefetch, into
@@ -87,7 +87,7 @@ def one_prefetch(a, a0, emu, name, r):
             rec.wait(60)
         c1, w1, f1 = thread_cpu_ns(m.pid), lb.thread_switches(m.pid), lb.proc_minflt(m.pid)
         fetched = int(m.stat('bytes_fetched'))
-        pauses = m.stat_or('store_pauses', '-')
+        pauses = '%s/%s' % (m.stat_or('store_pauses', '-'), m.stat_or('store_resumes', '-'))
         maps = m.stat_or('cache_fill_pool_maps', '-')
     finally:
         m.umount()
@@ -163,7 +163,7 @@ def main():
                     x = one_prefetch(a, a0, emu, name, r)
                 res[name].append(x)
                 print('r%d %-10s %.3f CPU-s/GB %.2f s, switches/GB %.0f, faults/GB %.0f, '
-                      'pauses %s, pool maps %s, load %.1f  %s' % (
+                      'pauses/resumes %s, pool maps %s, load %.1f  %s' % (
                           r, name, x['cpu'], x['secs'], x['sw'], x['flt'], x['pauses'],
                           x['maps'], x['load'], ' '.join('%s=%.3f' % (k, v) for k, v in
                                               sorted(x['per'].items()) if v >= 0.001)),

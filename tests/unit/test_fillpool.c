@@ -25,6 +25,11 @@
  * each of the first 59 takes, none from the 60th on (75 takes); one back
  * at 75 out: still none; 7 chunks mapped after the new one.
  *
+ * The resume mark (resume_mark below): a prefetch sink paused for a
+ * buffer is woken exactly once, by the put that leaves FILL_BUFS_RESUME - 1
+ * (29) out, and takes one again only under the mark; the pool's peak count
+ * (bufs_peak) is exact.
+ *
  * On the malloc'd pool before the chunks (64 kept at most, the rest
  * freed), 4 of these 8 checks fail: 90 buffers in 7 regions of 2 MiB, THP
  * eligibility 0, 64 kept, 0 left after one more; 3,061 minor faults to
@@ -105,6 +110,56 @@ static long minflt(void)
 	return r.ru_minflt;
 }
 
+/* The resume mark (FILL_BUFS_RESUME, 30): FILL_BUFS_MAX out, a prefetch
+ * sink's ask for a fresh buffer says no and asks for the wake-up; given
+ * back one by one, exactly one wake-up (pool_wakes, backend_sink_ready: a
+ * no-op without a store), at the put that leaves 29 out, none at 59 to 30
+ * (where a resume at FILL_WQ_RESUME queued came with 33 fills each holding
+ * one) nor after it. Then a paused sink's ask under the mark at 30 out: no,
+ * the wake-up asked again and sent at the put that leaves 29; its ask at
+ * 29: yes, no wake-up asked, so the puts after it send none. */
+static void resume_mark(struct cachetier *ct, struct fill_buf **b)
+{
+	unsigned long long w0 = ct->wr.pool_wakes;
+	int wake_at = -1, wakes = 0, yes;
+
+	for (unsigned i = 0; i < FILL_BUFS_MAX; i++)
+		b[i] = cachetier__buf_get(ct);
+	CHECK(!cachetier__buf_room(ct, FILL_BUFS_MAX) && ct->wr.bufs_wake == 1,
+	      "%u out: room %d, wake-up asked %d (not 0, 1)", ct->wr.bufs_out,
+	      cachetier__buf_room(ct, FILL_BUFS_MAX), ct->wr.bufs_wake);
+	for (unsigned i = FILL_BUFS_MAX; i-- > 0;) {
+		unsigned long long w = ct->wr.pool_wakes;
+
+		cachetier__buf_put(ct, b[i]);
+		if (ct->wr.pool_wakes != w) {
+			wakes++;
+			wake_at = (int)ct->wr.bufs_out;
+		}
+	}
+	printf("fillpool: %u given back from %u out: %d wake-ups, at %d out\n", FILL_BUFS_MAX,
+	       FILL_BUFS_MAX, wakes, wake_at);
+	CHECK(wakes == 1 && wake_at == (int)FILL_BUFS_RESUME - 1 && ct->wr.bufs_wake == 0,
+	      "%d wake-ups, the first at %d out, asked %d after (want 1 at %u, 0)", wakes, wake_at,
+	      ct->wr.bufs_wake, FILL_BUFS_RESUME - 1);
+	for (unsigned i = 0; i < FILL_BUFS_RESUME; i++)
+		b[i] = cachetier__buf_get(ct);
+	yes = cachetier__buf_room(ct, FILL_BUFS_RESUME);
+	CHECK(!yes && ct->wr.bufs_wake == 1,
+	      "at %u out a paused sink's ask: %d, asked %d (not 0, 1)", ct->wr.bufs_out, yes,
+	      ct->wr.bufs_wake);
+	cachetier__buf_put(ct, b[FILL_BUFS_RESUME - 1]);
+	yes = cachetier__buf_room(ct, FILL_BUFS_RESUME);
+	CHECK(ct->wr.pool_wakes - w0 == 2 && yes && ct->wr.bufs_wake == 0,
+	      "at %u out: %llu wake-ups in all, the ask %d, asked %d (want 2, 1, 0)",
+	      ct->wr.bufs_out, ct->wr.pool_wakes - w0, yes, ct->wr.bufs_wake);
+	for (unsigned i = FILL_BUFS_RESUME - 1; i-- > 0;)
+		cachetier__buf_put(ct, b[i]);
+	CHECK(ct->wr.pool_wakes - w0 == 2 && ct->wr.bufs_out == 0,
+	      "all back: %llu wake-ups in all, %u out (want 2, 0)", ct->wr.pool_wakes - w0,
+	      ct->wr.bufs_out);
+}
+
 int main(void)
 {
 	struct cachetier *ct = calloc(1, sizeof(*ct));
@@ -130,10 +185,10 @@ int main(void)
 	CHECK(ct->wr.buf_chunks == NCHUNKS && ct->wr.bufs_out == NBUF,
 	      "%llu chunks mapped and %u buffers out after %d taken, not %d and %d",
 	      (unsigned long long)ct->wr.buf_chunks, ct->wr.bufs_out, NBUF, NCHUNKS, NBUF);
-	CHECK(!cachetier__buf_room(ct) && ct->wr.wq_wake == 1,
+	CHECK(!cachetier__buf_room(ct, FILL_BUFS_MAX) && ct->wr.bufs_wake == 1,
 	      "%d out: room for a prefetch's buffer %d, the writer's wake-up asked %d (not 0, 1)",
-	      NBUF, cachetier__buf_room(ct), ct->wr.wq_wake);
-	ct->wr.wq_wake = 0;
+	      NBUF, cachetier__buf_room(ct, FILL_BUFS_MAX), ct->wr.bufs_wake);
+	ct->wr.bufs_wake = 0;
 	for (int i = 0; i < NBUF; i++) {
 		wrong += b[i]->off != (uint64_t)i;
 		for (size_t k = 0; k < FILL_BUF_BYTES; k += 512)
@@ -156,9 +211,10 @@ int main(void)
 	      "%u buffers kept after %d given back, not %d (the last chunk released)",
 	      ct->wr.bpool.nfree, NBUF, NBUF - 15);
 
-	CHECK(ct->wr.bufs_out == 0 && cachetier__buf_room(ct) && ct->wr.wq_wake == 0,
+	CHECK(ct->wr.bufs_out == 0 && cachetier__buf_room(ct, FILL_BUFS_MAX) &&
+		  ct->wr.bufs_wake == 0,
 	      "all back: %u out, room %d, wake-up asked %d (not 0, 1, 0)", ct->wr.bufs_out,
-	      cachetier__buf_room(ct), ct->wr.wq_wake);
+	      cachetier__buf_room(ct, FILL_BUFS_MAX), ct->wr.bufs_wake);
 
 	/* taken again: room for a prefetch's fresh buffer while fewer than
 	 * FILL_BUFS_MAX are out, none from the FILL_BUFS_MAX-th on */
@@ -169,7 +225,8 @@ int main(void)
 		b[i] = cachetier__buf_get(ct);
 		if (!b[i])
 			return 1;
-		wrong_room += cachetier__buf_room(ct) != (i + 1 < (int)FILL_BUFS_MAX);
+		wrong_room +=
+		    cachetier__buf_room(ct, FILL_BUFS_MAX) != (i + 1 < (int)FILL_BUFS_MAX);
 		while (j < nkept && kept[j] != chunk_of(b[i]))
 			j++;
 		outside += j == nkept;
@@ -181,8 +238,8 @@ int main(void)
 	      "%d of %d takes said room for a prefetch's buffer wrongly (room below %u out)",
 	      wrong_room, NBUF - 15, FILL_BUFS_MAX);
 	cachetier__buf_put(ct, b[0]);
-	CHECK(cachetier__buf_room(ct) == ((NBUF - 16) < (int)FILL_BUFS_MAX),
-	      "one back, %d out: room %d", NBUF - 16, cachetier__buf_room(ct));
+	CHECK(cachetier__buf_room(ct, FILL_BUFS_MAX) == ((NBUF - 16) < (int)FILL_BUFS_MAX),
+	      "one back, %d out: room %d", NBUF - 16, cachetier__buf_room(ct, FILL_BUFS_MAX));
 	b[0] = cachetier__buf_get(ct);
 	if (!b[0])
 		return 1;
@@ -193,6 +250,8 @@ int main(void)
 	      ct->wr.bpool.nfree, (unsigned long long)ct->wr.buf_chunks, NCHUNKS + 1);
 	for (int i = 0; i <= NBUF - 15; i++)
 		cachetier__buf_put(ct, b[i]);
+	CHECK(ct->wr.bufs_peak == NBUF, "the pool's peak: %u out, not %d", ct->wr.bufs_peak, NBUF);
+	resume_mark(ct, b);
 	cachetier__buf_pool_free(ct);
 	CHECK(ct->wr.bpool.nfree == 0 && ct->wr.bpool.free == NULL, "%u buffers in the freed pool",
 	      ct->wr.bpool.nfree);

@@ -50,7 +50,8 @@
  * a chunk of 16 MiB) with the writer held: its sink pauses (asks for
  * the writer's wake-up) with exactly FILL_BUFS_MAX (60) buffers queued
  * and 60 out of the pool, not FILL_WQ_MAX's 64; let go, the fill ends
- * exact in 4 chunks of the pool (cache_fill_pool_maps), not 5.
+ * exact in 4 chunks of the pool (cache_fill_pool_maps), not 5, with at
+ * most 60 out at any time (the pool's peak count).
  *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
  * (a failed check, never a sleep that decides a count).
@@ -424,7 +425,7 @@ static void test_cap(void)
 	      "cap: range");
 	/* the sink's first refused piece asks for the writer's wake-up: a poll
 	 * of that flag, at most 60 s */
-	for (int i = 0; i < 60000 && !(asked = atomic_load(&ct->wr.wq_wake)); i++)
+	for (int i = 0; i < 60000 && !(asked = atomic_load(&ct->wr.bufs_wake)); i++)
 		usleep(1000);
 	printf("cap: the writer held, a fill of 97 buffers paused with %u queued, %u out of the "
 	       "pool, in %llu chunks\n",
@@ -439,11 +440,12 @@ static void test_cap(void)
 	cachetier_write_hold(ct, 0);
 	count_reach(ct, TC_FILLS_INFLIGHT, 0, "cap: the fill ended after the hold");
 	stats(ct, &st);
-	CHECK(st.fills == 1 && st.fill_errors == 0 && st.fill_pool_maps == 4,
-	      "cap: %llu fills, %llu errors, %llu chunks of 2 MiB mapped, want 1, 0, 4 (60 "
-	      "buffers, 15 a chunk)",
+	CHECK(st.fills == 1 && st.fill_errors == 0 && st.fill_pool_maps == 4 &&
+		  atomic_load(&ct->wr.bufs_peak) == FILL_BUFS_MAX,
+	      "cap: %llu fills, %llu errors, %llu chunks of 2 MiB mapped, at most %u buffers out, "
+	      "want 1, 0, 4 (60 buffers, 15 a chunk), %u",
 	      (unsigned long long)st.fills, (unsigned long long)st.fill_errors,
-	      (unsigned long long)st.fill_pool_maps);
+	      (unsigned long long)st.fill_pool_maps, atomic_load(&ct->wr.bufs_peak), FILL_BUFS_MAX);
 	CHECK(buf && cachetier_obj_pread(o, buf, CAP_BYTES, 0) == CAP_BYTES &&
 		  memcmp(buf, d, CAP_BYTES) == 0,
 	      "%s", "cap: the 12 MiB exact");
