@@ -976,10 +976,12 @@ uint8_t cachetier__seen_filled(const struct ct_file *f, uint32_t u);
 /* 1 when SHARDFS_BENCH_NO_LIVE_CHECK is set: cache files are not watched
  * for changes under the mount (the bench's baseline; cachetier_read.c). */
 int cachetier__live_check_off(void);
-/* The change count of r now (every queued event read first). */
+/* r's change count now (queued events read first: w's lock only then) */
 uint64_t cachetier__watch_events(struct cachetier__watch *w, const struct ct_watch_rec *r);
-/* reads of w's notification fds so far (the drains; tests) */
+/* Counts (tests): looks at w's fds, their read()s, takes of w's lock */
 uint64_t cachetier__watch_reads(struct cachetier__watch *w);
+uint64_t cachetier__watch_drains(struct cachetier__watch *w);
+uint64_t cachetier__watch_locks(struct cachetier__watch *w);
 
 /* cachetier_guard.c: a SIGBUS in a registered mapping reads zeros (a blob
  * cut under the process) and marks it (hit). add: registers [addr, addr + len), its slot or

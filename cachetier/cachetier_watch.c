@@ -41,13 +41,14 @@
  * last user goes (a watch holds its inode, so a removed file's disk space
  * would stay in use). A lost event (the queue overflowed), or a fanotify
  * event whose file cannot be told, counts as a change of every file of
- * that instance. Every call holds w->lock, never across anything but reads
- * of the notification fds (non-blocking: no wait).
+ * that instance. w->lock is held to add, drop and count (never across
+ * anything but reads of the notification fds, non-blocking: no wait), not
+ * to read a count (below).
  *
  * How often the fds are read. A request (one FUSE request: the core calls
  * cachetier_request_begin at its start, on its thread) may check thousands
  * of files (a plan's publish, a `find`'s index checks). On such a thread,
- * watch_changed and watch_events read an instance's fd at the first check
+ * watch_changed and watch_events look at an instance's fd at the first check
  * of each request and not again in that request: exactly what the
  * guarantee above asks (a change made before the request's first check is
  * queued by then and read then; one made after it is one made while the
@@ -55,10 +56,43 @@
  * Another thread's read in between counts the events for every record, so
  * a later check of the request may still see them. Threads that never
  * call cachetier_request_begin (the notifier, fill workers, the plan
- * thread, the control socket's) read the fds at every check, as do
+ * thread, the control socket's) look at the fds at every check, as do
  * watch_add and watch_add_own always. The thread's mark is kept per
  * instance of the watch (w->id, never reused), so a second tier's checks
- * read its own fds.
+ * look at its own fds.
+ *
+ * A check's steps, each with the guarantee it serves (no other step is
+ * made; tests/unit/test_watchcount.c counts the lock's takes and the
+ * system calls of each):
+ * - the thread's mark (req_read, thread-local): whether this request
+ *   looked at the instance already; a later check of the request makes no
+ *   system call and takes no lock. Serves neither guarantee: it only skips
+ *   what the first look already did.
+ * - the look (watch_pending): one ioctl(FIONREAD) of the fd, without the
+ *   lock, then a load of the instance's `draining`. Serves "a change made
+ *   before a request's first check is seen by that request": its event
+ *   was queued before the check (the kernel queues it before the write
+ *   returns), so the fd reports it queued, or a drain took it off the
+ *   queue first. Such a drain set `draining` before its read(2) and clears
+ *   it only after it counted what it read; the kernel's queue lock orders
+ *   its read before this ioctl, so the load sees `draining` set (the
+ *   drain is under way: the check waits for it on the lock below) or the
+ *   clear that follows the counts (a release: the counts are seen).
+ * - only when the look found events queued or a drain under way: w->lock,
+ *   once, and the drain (watch_drain: read(2) until the queue is empty,
+ *   each event counted on its record). Serves the same guarantee: the
+ *   counts are made and read in one place.
+ * - the record's count (an atomic load) against the caller's: the answer.
+ *   The caller's check after it read (fs/'s closing check before it
+ *   answers) is such a check too, a load without a system call within the
+ *   request: it serves "a change during the request gives ESTALE or the old
+ *   answer" with what it can know (events another thread counted
+ *   meanwhile, the guard's hit: cachetier_meta_changed), as before.
+ * So a check takes w->lock only when events are queued or counted at that
+ * moment, and on a request thread makes one system call a request (the
+ * FIONREAD), as the read(2) it replaces did. A read(2) of an empty queue
+ * is never made. w->lock: records added and dropped, events counted,
+ * never taken to read a count.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -71,6 +105,7 @@
 #include <string.h>
 #include <sys/fanotify.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,10 +115,11 @@
 #define WATCH_FH_MAX 128 /* most bytes of a file handle (MAX_HANDLE_SZ) */
 
 struct ct_watch_rec {
-	int wd;		 /* inotify: the watch; fanotify: -1 */
-	int own;	 /* fanotify: this process's writes are not changes */
-	unsigned refs;	 /* users of the inode */
-	uint64_t events; /* changes seen so far */
+	int wd;	       /* inotify: the watch; fanotify: -1 */
+	int own;       /* fanotify: this process's writes are not changes */
+	unsigned refs; /* users of the inode (w->lock) */
+	/* changes seen so far: written under w->lock, read without it */
+	_Atomic uint64_t events;
 	struct ct_watch_rec *next;
 	/* fanotify: the inode's key */
 	uint32_t hash;
@@ -96,8 +132,14 @@ struct ct_watch_rec {
 /* One instance of either kind: its records in chains by wd (inotify) or
  * by the hash of the file handle (fanotify). */
 struct watch_inst {
-	int fd;			   /* opened at the first add; -1 before (or when it cannot be) */
-	int err;		   /* why it cannot be opened (then every add fails with it) */
+	/* opened at the first add; -1 before (or when it cannot be). Set
+	 * once under w->lock before any record of the instance is made: a
+	 * check of a record reads it without the lock. */
+	int fd;
+	int err; /* why it cannot be opened (then every add fails with it) */
+	/* 1 while a drain of fd under w->lock may hold events it read and
+	 * has not counted yet (watch_drain, watch_pending) */
+	atomic_int draining;
 	struct ct_watch_rec **tab; /* chains */
 	size_t size, n;		   /* buckets (a power of two), records */
 };
@@ -109,7 +151,9 @@ struct cachetier__watch {
 	pid_t pid;		/* ours: fanotify events of it are not changes */
 	unsigned refs;		/* the cache tier's, and one per record */
 	uint64_t id;		/* this watch's number, never reused (the threads' marks) */
-	uint64_t reads;		/* read()s of the fds (cachetier__watch_reads) */
+	/* counts (tests): looks at the fds (a check's FIONREAD, an add's
+	 * drain: cachetier__watch_reads), read()s of them, takes of w->lock */
+	_Atomic uint64_t looks, drains, locks;
 };
 
 static _Atomic uint64_t watch_ids;
@@ -201,6 +245,13 @@ struct cachetier__watch *cachetier__watch_new(void)
 	return w;
 }
 
+/* w->lock taken, counted (cachetier__watch_locks). */
+static void watch_lock(struct cachetier__watch *w)
+{
+	disk_mutex_lock(&w->lock);
+	atomic_fetch_add_explicit(&w->locks, 1, memory_order_relaxed);
+}
+
 static void watch_unref(struct cachetier__watch *w) /* w->lock held; unlocks it */
 {
 	if (--w->refs > 0) {
@@ -222,7 +273,7 @@ void cachetier__watch_close(struct cachetier__watch *w)
 {
 	if (!w)
 		return;
-	disk_mutex_lock(&w->lock);
+	watch_lock(w);
 	watch_unref(w);
 }
 
@@ -256,11 +307,19 @@ static struct ct_watch_rec **fid_slot(struct watch_inst *in, uint32_t h, const i
 	return p;
 }
 
+/* r's count one more (w->lock held: the only writer; checks load it). */
+static void rec_changed(struct ct_watch_rec *r)
+{
+	atomic_store_explicit(&r->events,
+			      atomic_load_explicit(&r->events, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
 static void all_changed(struct watch_inst *in)
 {
 	for (size_t i = 0; i < in->size; i++)
 		for (struct ct_watch_rec *r = in->tab[i]; r; r = r->next)
-			r->events++;
+			rec_changed(r);
 }
 
 static void inotify_events(struct watch_inst *in, const char *buf, ssize_t n)
@@ -272,7 +331,7 @@ static void inotify_events(struct watch_inst *in, const char *buf, ssize_t n)
 		if (ev->mask & IN_Q_OVERFLOW)
 			all_changed(in);
 		else if (ev->wd >= 0 && in->size && (r = *rec_slot(in, ev->wd)) != NULL)
-			r->events++; /* IN_MODIFY, or IN_IGNORED: not watched any more */
+			rec_changed(r); /* IN_MODIFY, or IN_IGNORED: not watched any more */
 		p += sizeof(*ev) + ev->len;
 	}
 }
@@ -320,7 +379,7 @@ static void fanotify_event(struct cachetier__watch *w, const struct fanotify_eve
 					    in, key_hash(fsid, fh.handle_type, b, fh.handle_bytes),
 					    fsid, fh.handle_type, b, fh.handle_bytes);
 				if (r)
-					r->events++;
+					rec_changed(r);
 				return;
 			}
 			break;
@@ -333,7 +392,10 @@ static void fanotify_event(struct cachetier__watch *w, const struct fanotify_eve
 /* Read every queued event of in: a read that leaves room for the largest
  * event in buf took every event queued (the kernel stops only at an empty
  * queue or an event that does not fit), so no second read() is made to
- * hear EAGAIN (a read() a look, not two). */
+ * hear EAGAIN (a read() a look, not two). in->draining is set before the
+ * first read and cleared once every event read is counted (release): a
+ * check that finds the queue empty without the lock waits for such a
+ * drain (watch_pending). w->lock held. */
 static void watch_drain(struct cachetier__watch *w, struct watch_inst *in)
 {
 	char buf[4096] __attribute__((aligned(8)));
@@ -342,17 +404,18 @@ static void watch_drain(struct cachetier__watch *w, struct watch_inst *in)
 				   sizeof(struct file_handle) + WATCH_FH_MAX
 			     : sizeof(struct inotify_event) + NAME_MAX + 1;
 
+	if (in->fd < 0)
+		return;
+	atomic_store(&in->draining, 1); /* before the read: seq_cst */
 	for (;;) {
-		ssize_t n = -1;
+		ssize_t n;
 
-		if (in->fd >= 0) {
-			w->reads++;
-			n = read(in->fd, buf, sizeof(buf));
-		}
+		atomic_fetch_add_explicit(&w->drains, 1, memory_order_relaxed);
+		n = read(in->fd, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return; /* EAGAIN: none left */
+			break; /* EAGAIN: none left */
 		if (fan) {
 			struct fanotify_event_metadata m;
 
@@ -369,8 +432,16 @@ static void watch_drain(struct cachetier__watch *w, struct watch_inst *in)
 			inotify_events(in, buf, n);
 		}
 		if ((size_t)n + largest <= sizeof(buf))
-			return;
+			break;
 	}
+	atomic_store_explicit(&in->draining, 0, memory_order_release);
+}
+
+/* An add's drain (w->lock held): a look, counted as one. */
+static void watch_drain_add(struct cachetier__watch *w, struct watch_inst *in)
+{
+	atomic_fetch_add_explicit(&w->looks, 1, memory_order_relaxed);
+	watch_drain(w, in);
 }
 
 static int tab_grow(struct watch_inst *in, int fan)
@@ -433,7 +504,7 @@ static void rec_hand(struct ct_watch_rec *r, struct ct_watch_rec **rec, uint64_t
 {
 	r->refs++;
 	*rec = r;
-	*seen = r->events;
+	*seen = atomic_load_explicit(&r->events, memory_order_relaxed);
 }
 
 int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec **rec,
@@ -445,7 +516,7 @@ int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec
 	int wd, err;
 
 	*rec = NULL;
-	disk_mutex_lock(&w->lock);
+	watch_lock(w);
 	err = inst_ready(w, in, 0);
 	if (err < 0)
 		goto out;
@@ -456,7 +527,7 @@ int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec
 		err = -errno;
 		goto out;
 	}
-	watch_drain(w, in); /* a change before now is the validation's to find */
+	watch_drain_add(w, in); /* a change before now is the validation's to find */
 	slot = rec_slot(in, wd);
 	r = *slot;
 	if (!r) {
@@ -490,7 +561,7 @@ int cachetier__watch_add_own(struct cachetier__watch *w, int fd, struct ct_watch
 	int mnt, err;
 
 	*rec = NULL;
-	disk_mutex_lock(&w->lock);
+	watch_lock(w);
 	err = inst_ready(w, in, 1);
 	if (err < 0)
 		goto out;
@@ -523,7 +594,7 @@ int cachetier__watch_add_own(struct cachetier__watch *w, int fd, struct ct_watch
 		memcpy(r->fh, h.fh.f_handle, h.fh.handle_bytes);
 		rec_insert(w, in, slot, r);
 	}
-	watch_drain(w, in); /* a change before now is the validation's to find */
+	watch_drain_add(w, in); /* a change before now is the validation's to find */
 	rec_hand(r, rec, seen);
 out:
 	disk_mutex_unlock(&w->lock);
@@ -540,64 +611,81 @@ static struct watch_inst *rec_inst(struct cachetier__watch *w, const struct ct_w
 	return r->own ? &w->fan : &w->ino;
 }
 
-/* A check's drain of in: once per request on a request thread, else every
- * time (the header's "How often"). w->lock held. */
+/* Whether in may hold events no record counts yet, without w->lock (the
+ * header's "A check's steps"): events queued on its fd (FIONREAD; an
+ * ioctl that fails says so too), or a drain under way, which may have
+ * read events it has not counted: the caller then drains under w->lock,
+ * which waits for that drain. Else every event queued before the ioctl
+ * is counted and its counts are seen by this thread. A look: counted. */
+static int watch_pending(struct cachetier__watch *w, struct watch_inst *in)
+{
+	int queued = 0;
+
+	if (in->fd < 0)
+		return 0; /* no instance: no record of it either */
+	atomic_fetch_add_explicit(&w->looks, 1, memory_order_relaxed);
+	if (ioctl(in->fd, FIONREAD, &queued) < 0 || queued > 0)
+		return 1;
+	return atomic_load(&in->draining) != 0; /* after the ioctl: seq_cst */
+}
+
+/* A check's look at in: once per request on a request thread, else every
+ * time (the header's "How often"); w->lock taken only when the look finds
+ * events to count (watch_pending). No lock held. */
 static void watch_look(struct cachetier__watch *w, struct watch_inst *in)
 {
 	unsigned k = in == &w->fan;
 
-	if (req_stamp == 0) {
+	if (req_stamp != 0) {
+		if (req_read.id != w->id) {
+			req_read.id = w->id;
+			req_read.stamp[0] = req_read.stamp[1] = 0;
+		}
+		if (req_read.stamp[k] == req_stamp)
+			return; /* looked at in this request already */
+	}
+	if (watch_pending(w, in)) {
+		watch_lock(w);
 		watch_drain(w, in);
-		return;
+		disk_mutex_unlock(&w->lock);
 	}
-	if (req_read.id != w->id) {
-		req_read.id = w->id;
-		req_read.stamp[0] = req_read.stamp[1] = 0;
-	}
-	if (req_read.stamp[k] == req_stamp)
-		return; /* read in this request already */
-	watch_drain(w, in);
-	req_read.stamp[k] = req_stamp;
+	if (req_stamp != 0)
+		req_read.stamp[k] = req_stamp;
 }
 
 int cachetier__watch_changed(struct cachetier__watch *w, const struct ct_watch_rec *r,
 			     uint64_t seen)
 {
-	int changed;
-
-	disk_mutex_lock(&w->lock);
 	watch_look(w, rec_inst(w, r));
-	changed = r->events != seen;
-	disk_mutex_unlock(&w->lock);
-	return changed;
+	return atomic_load_explicit(&r->events, memory_order_relaxed) != seen;
 }
 
 uint64_t cachetier__watch_events(struct cachetier__watch *w, const struct ct_watch_rec *r)
 {
-	uint64_t n;
-
-	disk_mutex_lock(&w->lock);
 	watch_look(w, rec_inst(w, r));
-	n = r->events;
-	disk_mutex_unlock(&w->lock);
-	return n;
+	return atomic_load_explicit(&r->events, memory_order_relaxed);
 }
 
 uint64_t cachetier__watch_reads(struct cachetier__watch *w)
 {
-	uint64_t n;
+	return atomic_load_explicit(&w->looks, memory_order_relaxed);
+}
 
-	disk_mutex_lock(&w->lock);
-	n = w->reads;
-	disk_mutex_unlock(&w->lock);
-	return n;
+uint64_t cachetier__watch_drains(struct cachetier__watch *w)
+{
+	return atomic_load_explicit(&w->drains, memory_order_relaxed);
+}
+
+uint64_t cachetier__watch_locks(struct cachetier__watch *w)
+{
+	return atomic_load_explicit(&w->locks, memory_order_relaxed);
 }
 
 void cachetier__watch_drop_fd(struct cachetier__watch *w, struct ct_watch_rec *r, int fd)
 {
 	struct watch_inst *in;
 
-	disk_mutex_lock(&w->lock);
+	watch_lock(w);
 	if (--r->refs > 0) {
 		disk_mutex_unlock(&w->lock);
 		return;
