@@ -104,6 +104,10 @@ struct fetch_stage_stats {
 	 * count (fetch_stage_hold, fetch_stage_read), one for a held reply's
 	 * release, one more when carried bytes were looked up in the cache */
 	uint64_t read_locks;
+	/* the stage's lock taken by the planner's adds (fetch__stage_add_via):
+	 * one a span placed or refused (the room, the run, the piece listed
+	 * and counted), one more for a span whose read did not start */
+	uint64_t add_locks;
 };
 void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *st);
 

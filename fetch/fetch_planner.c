@@ -372,24 +372,54 @@ static int pfx_stages(struct fetch_planner *pl, const struct pfx_plan *s)
 	return cachetier_obj_can_read_mem(raw);
 }
 
+/* What the store said of an object's read into memory: can
+ * (cachetier_obj_can_read_mem), else weak (cachetier_obj_mem_weak). Both
+ * are the object's alone (its ETag, its kind), so a batch asks once an
+ * object (pfx_dest: PFX_MEMABLE objects remembered), not once a span: an
+ * ask looks at the ETag, some 1,100 instructions. */
+#define PFX_MEMABLE 8u
+struct pfx_memable {
+	const struct cachetier_obj *raw;
+	int can, weak;
+};
+
 /* Whether span sp's object can be read into memory (cachetier_obj_can_read_mem):
  * the store's read, which the stage needs. One refused for a weak ETag alone
  * is counted, the first said (the stage is on by default: over nginx it
- * stages nothing). */
-static int pfx_span_memable(struct fetch_planner *pl, const struct pfx_buf *b,
-			    const struct pfx_span *sp)
+ * stages nothing). seen, *nseen: the batch's answers so far (NULL: ask). */
+static int pfx_span_memable_in(struct fetch_planner *pl, const struct pfx_buf *b,
+			       const struct pfx_span *sp, struct pfx_memable *seen, size_t *nseen)
 {
+	struct pfx_memable m = {sp->raw, 0, 0};
+	size_t i = 0;
+
 	if (!sp->raw)
 		return 0;
-	if (cachetier_obj_can_read_mem(sp->raw))
+	while (seen && i < *nseen && seen[i].raw != sp->raw)
+		i++;
+	if (seen && i < *nseen) {
+		m = seen[i];
+	} else {
+		m.can = cachetier_obj_can_read_mem(sp->raw);
+		m.weak = !m.can && cachetier_obj_mem_weak(sp->raw);
+		if (seen && *nseen < PFX_MEMABLE)
+			seen[(*nseen)++] = m;
+	}
+	if (m.can)
 		return 1;
-	if (cachetier_obj_mem_weak(sp->raw)) {
+	if (m.weak) {
 		pl->c->stage_weak++;
 		if (!pl->weak_said && pl->src.stage_weak)
 			pl->src.stage_weak(pl->src.ctx, b->sorted[sp->a].x.obj);
 		pl->weak_said = 1;
 	}
 	return 0;
+}
+
+static int pfx_span_memable(struct fetch_planner *pl, const struct pfx_buf *b,
+			    const struct pfx_span *sp)
+{
+	return pfx_span_memable_in(pl, b, sp, NULL, NULL);
 }
 
 /* Whether the rule gives span sp to the store (fetch__rules_stage: its bytes
@@ -459,8 +489,11 @@ static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const str
  * batch's end"). */
 static void pfx_dest(struct fetch_planner *pl, struct pfx_buf *b, size_t ns, uint64_t room)
 {
+	struct pfx_memable seen[PFX_MEMABLE];
+	size_t nseen = 0;
+
 	for (size_t i = 0; i < ns; i++) /* (a weak ETag's object said in plan order) */
-		b->sp[i].store = !pfx_span_memable(pl, b, &b->sp[i]);
+		b->sp[i].store = !pfx_span_memable_in(pl, b, &b->sp[i], seen, &nseen);
 	for (size_t i = ns; i-- > 0;) {
 		if (!b->sp[i].store)
 			b->sp[i].store = pfx_span_store(&b->sp[i], &room);

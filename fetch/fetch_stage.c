@@ -390,6 +390,10 @@ static void stage_link(struct fetch_stage *st, struct stage_piece *p, size_t siz
 	st->inflight++;
 	if (st->bytes > st->c.peak)
 		st->c.peak = st->bytes;
+	/* counted staged now, under this take (its read starts next; one that
+	 * does not start is taken back: stage_unstarted) */
+	st->c.pieces++;
+	st->c.bytes += len;
 }
 
 /* Place p (size bytes: its span's class) once there is room for it
@@ -409,6 +413,7 @@ static int stage_place(struct fetch_stage *st, struct stage_piece *p, size_t siz
 	int room;
 
 	disk_mutex_lock(&st->lock);
+	st->c.add_locks++;
 	room = fetch__stagebuf_map(&st->pool) == 0 &&
 	       stage_make_room(st, size, p->plan, position, &freed, &at);
 	if (room)
@@ -431,6 +436,9 @@ static int stage_place(struct fetch_stage *st, struct stage_piece *p, size_t siz
 static void stage_unstarted(struct fetch_stage *st, struct stage_piece *p, int err)
 {
 	disk_mutex_lock(&st->lock);
+	st->c.add_locks++;
+	st->c.pieces--; /* counted at its placing (stage_link) */
+	st->c.bytes -= p->end - p->off;
 	p->state = STAGE_FAILED;
 	p->err = err;
 	st->inflight--;
@@ -459,6 +467,7 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 	size = fetch__stagebuf_size((size_t)len, NULL);
 	if (size > st->max) {
 		disk_mutex_lock(&st->lock);
+		st->c.add_locks++;
 		st->c.full++;
 		disk_mutex_unlock(&st->lock);
 		return -ENOSPC;
@@ -479,10 +488,6 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 		stage_unstarted(st, p, err);
 		return err;
 	}
-	disk_mutex_lock(&st->lock);
-	st->c.pieces++;
-	st->c.bytes += len;
-	disk_mutex_unlock(&st->lock);
 	return err;
 }
 

@@ -157,6 +157,7 @@ int main(void)
 	struct cachetier_obj *o;
 	struct fetch *s;
 	struct fetch_stage_stats st;
+	uint64_t takes, pieces;
 	unsigned char *buf = malloc(SLOT);
 	uint64_t staged = 0, served = 0, wrong = 0, refused = 0, mem_bad = 0, nofit = 0;
 	const unsigned char *base;
@@ -196,8 +197,17 @@ int main(void)
 			if (!x->seen)
 				FAIL("calloc");
 			sub = (struct cachetier_piece){.off = x->off, .len = len};
+			fetch_stage_stats_get(s, &st);
+			takes = st.add_locks;
+			pieces = st.pieces;
 			err = fetch__stage_add_via(s, o, x->off, x->off + len, &sub, 1,
 						   &plan_ids[x->plan], 0, 0, rec_read, &x->rd);
+			fetch_stage_stats_get(s, &st);
+			CHECK(st.add_locks - takes == 1 && st.pieces - pieces == (err == 0),
+			      "step %d: a span added (%d): %llu takes of the stage's lock, want 1; "
+			      "%llu more pieces",
+			      step, err, (unsigned long long)(st.add_locks - takes),
+			      (unsigned long long)(st.pieces - pieces));
 			CHECK(err == (gap < region ? 0 : -ENOSPC),
 			      "step %d: a span of %llu bytes staged (a free run: %d): %d", step,
 			      (unsigned long long)len, gap < region, err);

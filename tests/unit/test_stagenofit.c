@@ -51,6 +51,14 @@ static int add(struct fetch *s, struct cachetier_obj *o, int i, uint64_t off, ui
 				    &rec[i]);
 }
 
+/* A read into memory that does not start (the store refused it). */
+static int fail_read(void *ctx, struct cachetier_obj *o, uint64_t off, size_t len, void *buf,
+		     cachetier_mem_progress_fn progress, cachetier_mem_done_fn done, void *arg)
+{
+	(void)ctx, (void)o, (void)off, (void)len, (void)buf, (void)progress, (void)done, (void)arg;
+	return -EIO;
+}
+
 /* rec[i]'s bytes land whole, its read ends. */
 static void land(const unsigned char *data, int i, uint64_t off, uint64_t len)
 {
@@ -133,6 +141,34 @@ int main(void)
 	      (unsigned long long)st.buf_runs, (unsigned long long)st.buf_nofit);
 
 	rec[5].donefn(rec[5].arg, -EIO);
+	/* a span whose read does not start: placed (the failed span's run at
+	 * page 0, free again) and taken back, one more take of the lock; not
+	 * counted staged */
+	{
+		struct fetch_stage_stats s0;
+		struct cachetier_piece sub = {.off = 3 * MAX + 2 * Q, .len = Q};
+		int e;
+
+		fetch_stage_stats_get(rig.s, &s0);
+		e = fetch__stage_add_via(rig.s, rig.o, sub.off, sub.off + Q, &sub, 1, &plan_id, 5,
+					 0, fail_read, NULL);
+		fetch_stage_stats_get(rig.s, &st);
+		CHECK(e == -EIO && st.add_locks - s0.add_locks == 2 && st.pieces == s0.pieces &&
+			  st.bytes == s0.bytes && st.now == s0.now && st.buf_free == Q &&
+			  s0.buf_free == Q && st.full == s0.full,
+		      "a span whose read did not start: %d, lock takes %llu, pieces %llu -> %llu, "
+		      "bytes %llu -> %llu, memory %llu -> %llu, free %llu -> %llu",
+		      e, (unsigned long long)(st.add_locks - s0.add_locks),
+		      (unsigned long long)s0.pieces, (unsigned long long)st.pieces,
+		      (unsigned long long)s0.bytes, (unsigned long long)st.bytes,
+		      (unsigned long long)s0.now, (unsigned long long)st.now,
+		      (unsigned long long)s0.buf_free, (unsigned long long)st.buf_free);
+	}
+	/* every add so far took the stage's lock once (8 spans placed or
+	 * refused), the one whose read did not start twice */
+	CHECK(st.add_locks == 8 + 2 && st.pieces == 6,
+	      "the adds' takes of the stage's lock: %llu, want 10; pieces %llu, want 6",
+	      (unsigned long long)st.add_locks, (unsigned long long)st.pieces);
 	if (err == 0)
 		rec[7].donefn(rec[7].arg, -EIO);
 	stage_rig_close(&rig);
