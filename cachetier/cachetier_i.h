@@ -944,12 +944,10 @@ uint64_t cachetier__disk_free(struct cachetier *ct, uint64_t len, uint64_t own);
  * process runs, or the unlink failed). */
 int cachetier__tmp_drop(int dirfd, const char *name);
 
-/* cachetier_watch.c: inotify watches of mapped blobs' inodes. new: NULL
- * only without memory; close: the cache tier lets go (the watch lives on
- * while a mapping holds a record). add: watch the inode of fd, *rec its
- * record and *seen its change count now; 0 or a negative errno (no inotify
- * instance or watch to be had). changed: 1 when rec's inode changed since
- * seen. drop: the mapping lets go of rec. */
+/* cachetier_watch.c: inotify watches of mapped blobs' inodes. new: NULL only without
+ * memory; close: the tier lets go (the watch lives while a record does). add: watch fd's
+ * inode, *rec its record, *seen its count now; 0 or -errno (no instance or watch to be
+ * had). changed: 1 when rec's inode changed since seen. drop: the mapping lets go. */
 struct cachetier__watch;
 struct ct_watch_rec;
 struct cachetier__watch *cachetier__watch_new(void);
