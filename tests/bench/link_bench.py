@@ -4,7 +4,7 @@ prints figures and ratios against baselines measured in the same run, alternatin
 
     /usr/bin/python3 tests/bench/link_bench.py BIN [--quick] [--size-mb MB] [--runs N]
         [--delay-ms 30] [--rate-mb 60] [--scale-rate-mb 8] [--scale 8,16,32,64] [--only LIST]
-        [--plan-loaders bytes,jpeg] [--bytes-read read_file|open|read_bytes] [--skip-unplanned]
+        [--plan-loaders bytes,jpeg] [--bytes-read read_bytes|read_file|open] [--skip-unplanned]
         [--epoch-timeout 1800]
 
 The data set: a class-folder tree of 100 KB JPEGs packed by `shardfs pack` into 8 shards
@@ -48,9 +48,11 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              plans"), --layout imagefolder --cache-size a quarter of the data set, DataLoader
              (shuffle=True, num_workers=2), the page cache dropped before every epoch (root),
              for two loaders: L8 only reads each file's bytes as a loader that decodes on the
-             GPU reads them (torchvision.io.read_file: a mapped read, one READ a sample and no
-             IOCTL; --bytes-read open: Python's buffered open(), an isatty() IOCTL a sample
-             more; read_bytes: python/shardfs's), L7 decodes each JPEG with PIL (as
+             GPU reads them (python/shardfs's read_bytes: one read(2) of the whole file, one
+             READ a sample and no IOCTL; --bytes-read read_file: torchvision.io.read_file, a
+             mapped read whose munmap costs the loader and the other core a TLB flush on this
+             VM; open: Python's buffered open(), an isatty() IOCTL a sample more), L7 decodes
+             each JPEG with PIL (as
              ImageFolder's default loader: buffered open()). Per loader: one epoch on a fresh
              mount of the shards' local directory (the baseline), two epochs (a new
              permutation each) in one mount with the plan, the local epoch again, two without
@@ -1872,14 +1874,15 @@ def main():
     ap.add_argument('--plan-loaders', default='bytes,jpeg', help='loaders of the plan rows: '
                     'bytes (L8: the loader only reads each file\'s bytes) and jpeg (L7: PIL '
                     'decodes each JPEG)')
-    ap.add_argument('--bytes-read', default='read_file', choices=('read_file', 'open',
-                                                                   'read_bytes'),
-                    help='how the bytes-only loader (L8, L9) reads a sample: read_file, '
-                    'torchvision.io.read_file as a loader that decodes on the GPU reads '
-                    '(default); open, Python\'s buffered open(p, \'rb\').read() (an isatty() '
-                    'ioctl a file); read_bytes, python/shardfs\'s read_bytes (an unbuffered '
-                    'FileIO). With another than open, L8 open: a local-directory epoch with '
-                    'open, after the L8 rows')
+    ap.add_argument('--bytes-read', default='read_bytes', choices=('read_bytes', 'read_file',
+                                                                    'open'),
+                    help='how the bytes-only loader (L8, L9) reads a sample: read_bytes, '
+                    'python/shardfs\'s read_bytes, one read(2) of the whole file into a '
+                    'buffer a GPU decoder takes (default); read_file, '
+                    'torchvision.io.read_file (a mapped read: its munmap flushes the other '
+                    'core\'s TLB); open, Python\'s buffered open(p, \'rb\').read() (an '
+                    'isatty() ioctl a file). With another than open, L8 open: a '
+                    'local-directory epoch with open, after the L8 rows')
     ap.add_argument('--ais-standin', default='c', help='L9\'s AIStore stand-in: c (the C '
                     'emulator with --ais, the default), python (s3servers.AisStandIn in this '
                     'process), or both, c,python: alternated, each row labelled')
