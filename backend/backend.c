@@ -411,6 +411,28 @@ void backend_head_drop(struct backend *be, struct backend_head_ahead *h)
 		be->ops->head_drop(be, h);
 }
 
+int backend_head_follow_many(struct backend *be, struct backend_head_ahead *const *h,
+			     const char *const *keys, size_t n, struct backend_objinfo *info,
+			     int *err)
+{
+	int any = 0;
+
+	for (size_t i = 0; i < n; i++)
+		any |= h[i] != NULL;
+	if (!any || !be->ops->head_follow_many) {
+		for (size_t i = 0; i < n; i++) /* (a store that sends none ahead has none) */
+			backend_head_drop(be, h[i]);
+		return backend_stat_many(be, keys, n, info, err);
+	}
+	backend__failure_clear(be);
+	for (size_t i = 0; i < n; i++) {
+		memset(&info[i], 0, sizeof(info[i]));
+		info[i].key = keys[i];
+		err[i] = backend__key_check(keys[i]);
+	}
+	return be->ops->head_follow_many(be, h, keys, n, info, err);
+}
+
 ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, uint64_t size,
 			      void *buf, size_t len, uint64_t off)
 {

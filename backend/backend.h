@@ -251,6 +251,15 @@ struct backend_head_ahead *backend_head_ahead(struct backend *be, const char *ke
 int backend_head_follow(struct backend *be, struct backend_head_ahead *h, const char *key,
 			struct backend_objinfo *info);
 void backend_head_drop(struct backend *be, struct backend_head_ahead *h);
+/* backend_head_follow of several at once (the answers as backend_stat_many
+ * gives them: info[i], err[i]; 0, or -ENOMEM when they could not all be
+ * asked): h[i] NULL is keys[i]'s whole HEAD. The followed HEADs go out
+ * together, then the whole ones together (an endpoint that answered one
+ * ahead itself, or failed it: rare). Takes every h[i]. Blocks until every
+ * answer is in; any thread but the I/O thread. */
+int backend_head_follow_many(struct backend *be, struct backend_head_ahead *const *h,
+			     const char *const *keys, size_t n, struct backend_objinfo *info,
+			     int *err);
 
 /* Read up to len bytes at off of the version whose ETag is etag and whose
  * size is size (as listed or stat'ed; NULL, 0: whichever is there). Returns

@@ -21,6 +21,11 @@
  * ahead from then on (os->head_direct). AIStore's requests are never
  * signed (backend_s3.c, os_auth): none here either.
  *
+ * backend__ais_head_follow_many follows several kept redirects at once
+ * (backend_io_run_many, os->head_window in flight: the batch fills' HEAD
+ * groups, cachetier_batchv.c), then sends the whole HEADs of those that
+ * kept none together (backend_stat_many's way).
+ *
  * Threads: the caller's (any but the I/O thread); the endpoint's answer
  * is noted on the I/O thread (os_ahead_done); follow and drop wait for it,
  * bounded by the engine's retry budget and stall bound.
@@ -114,4 +119,104 @@ int backend__ais_head_follow(struct backend *be, struct backend_head_ahead *h, c
 		backend__req_failed(be, "HEAD", key, &r, err);
 	ahead_free(h);
 	return err;
+}
+
+/* backend__ais_head_follow_many's HEADs to kept redirects: the i-th of
+ * keys[at[i]], sent to h[at[i]]'s target. */
+struct follow_many {
+	struct backend *be;
+	struct backend_head_ahead *const *h;
+	const char *const *keys;
+	struct backend_objinfo *info;
+	int *err;
+	size_t *at;
+};
+
+static int follow_make(void *arg, size_t i, unsigned slot, struct backend_req *r)
+{
+	struct follow_many *x = arg;
+
+	(void)slot;
+	r->method = "HEAD";
+	r->url = x->h[x->at[i]]->req.location; /* as backend__ais_head_follow sends it */
+	return 0;
+}
+
+static int follow_answer(void *arg, size_t i, unsigned slot, struct backend_req *r, int err)
+{
+	struct follow_many *x = arg;
+	size_t k = x->at[i];
+
+	(void)slot;
+	x->err[k] = err;
+	if (err == 0)
+		backend_io_head_info(&x->info[k], x->keys[k], r);
+	else
+		backend__req_failed(x->be, "HEAD", x->keys[k], r, err);
+	r->url = NULL; /* the redirect's: freed with its h */
+	return 0;
+}
+
+int backend__ais_head_follow_many(struct backend *be, struct backend_head_ahead *const *h,
+				  const char *const *keys, size_t n, struct backend_objinfo *info,
+				  int *err)
+{
+	struct backend_objstore *os = be->impl;
+	struct follow_many x = {be, h, keys, info, err, malloc((n ? n : 1) * sizeof(size_t))};
+	const char **wkeys = malloc((n ? n : 1) * sizeof(*wkeys));
+	struct backend_objinfo *winfo = calloc(n ? n : 1, sizeof(*winfo));
+	int *werr = calloc(n ? n : 1, sizeof(*werr));
+	size_t m = 0, nw = 0, *wat = malloc((n ? n : 1) * sizeof(size_t));
+	int ret = 0;
+
+	if (!x.at || !wkeys || !winfo || !werr || !wat) {
+		for (size_t i = 0; i < n; i++)
+			err[i] = err[i] < 0 ? err[i] : -ENOMEM;
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct backend_head_ahead *a = h[i];
+
+		if (err[i] < 0)
+			continue; /* a bad key: asked for nothing */
+		if (a) {
+			while (sem_wait(&a->done) < 0 && errno == EINTR)
+				;
+			sem_post(&a->done); /* for ahead_free's wait */
+		}
+		if (a && a->err == 0 && a->req.location) {
+			x.at[m++] = i;
+		} else {
+			if (a && a->err == 0) /* answered at the endpoint: older than this call */
+				atomic_store_explicit(&os->head_direct, 1, memory_order_relaxed);
+			wat[nw] = i;
+			wkeys[nw++] = keys[i];
+		}
+		err[i] = -EIO; /* until its answer (a batch stopped early answers none) */
+	}
+	if (m > 0) {
+		unsigned w = os->head_window && os->head_window < m ? os->head_window : (unsigned)m;
+
+		ret = backend_io_run_many(os->io, m, w, follow_make, follow_answer, &x);
+	}
+	if (nw > 0 && ret == 0) { /* the whole HEADs, together */
+		for (size_t k = 0; k < nw; k++)
+			winfo[k].key = wkeys[k];
+		ret = be->ops->stat_many(be, wkeys, nw, winfo, werr);
+		for (size_t k = 0; ret == 0 && k < nw; k++) {
+			info[wat[k]] = winfo[k];
+			err[wat[k]] = werr[k];
+		}
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		if (h[i])
+			ahead_free(h[i]);
+	free(x.at);
+	free(wkeys);
+	free(winfo);
+	free(werr);
+	free(wat);
+	return ret;
 }

@@ -55,6 +55,11 @@ struct backend_ops {
 	int (*head_follow)(struct backend *be, struct backend_head_ahead *h, const char *key,
 			   struct backend_objinfo *info);
 	void (*head_drop)(struct backend *be, struct backend_head_ahead *h);
+	/* backend_head_follow_many (keys checked, err[] 0 or the key's
+	 * errno, info[] zeroed); NULL: none is ever sent ahead */
+	int (*head_follow_many)(struct backend *be, struct backend_head_ahead *const *h,
+				const char *const *keys, size_t n, struct backend_objinfo *info,
+				int *err);
 };
 
 struct backend {
@@ -387,6 +392,9 @@ struct backend_head_ahead *backend__ais_head_ahead(struct backend *be, const cha
 int backend__ais_head_follow(struct backend *be, struct backend_head_ahead *h, const char *key,
 			     struct backend_objinfo *info);
 void backend__ais_head_drop(struct backend *be, struct backend_head_ahead *h);
+int backend__ais_head_follow_many(struct backend *be, struct backend_head_ahead *const *h,
+				  const char *const *keys, size_t n, struct backend_objinfo *info,
+				  int *err);
 
 /* ---- http(s): backend_http.c, with pure parsers that the unit tests call
  * directly (backend_brace.c, backend_listing.c) ---------------------------- */

@@ -768,6 +768,7 @@ static const struct backend_ops os_ops = {
     .head_ahead = backend__ais_head_ahead,
     .head_follow = backend__ais_head_follow,
     .head_drop = backend__ais_head_drop,
+    .head_follow_many = backend__ais_head_follow_many,
 };
 
 /* ---- open ----------------------------------------------------------------- */

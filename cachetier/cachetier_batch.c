@@ -23,7 +23,8 @@
  *   3. the claimed units as items (maximal runs of one object); room is
  *      made for them as a PF_EVICT prefetch makes it (by next use); a
  *      request that gets none ends the call if the rules say (batch_unfit);
- *   4. the request runs on a thread of its own: backend_batch_read (on
+ *   4. the request runs on a thread of its own: each HEAD's first hop
+ *      that its groups may send asked at once (bt_ahead), then backend_batch_read (on
  *      one more thread, bt_read), whose sink (on the store's I/O thread)
  *      hands each item's bytes to the fill writer, which writes them at
  *      their offset in the object's data file and computes each unit's
@@ -319,14 +320,14 @@ static int bt_work_new(struct bt_req *q)
 {
 	const size_t al = _Alignof(max_align_t), n = q->nruns;
 	struct bt_work *w = &q->w;
-	size_t sz[7] = {n * sizeof(*w->items),	  n * sizeof(*w->err),
+	size_t sz[8] = {n * sizeof(*w->items),	  n * sizeof(*w->err),
 			n * sizeof(*w->obj),	  2 * n * sizeof(*w->keys),
 			2 * n * sizeof(*w->info), 2 * n * sizeof(*w->herr),
-			2 * n * sizeof(*w->lead)};
-	size_t at[7], total = 0;
+			2 * n * sizeof(*w->lead), 2 * n * sizeof(*w->ahead)};
+	size_t at[8], total = 0;
 	char *p;
 
-	for (int k = 0; k < 7; k++) {
+	for (int k = 0; k < 8; k++) {
 		at[k] = total;
 		total += (sz[k] + al - 1) / al * al;
 	}
@@ -341,6 +342,7 @@ static int bt_work_new(struct bt_req *q)
 	w->info = (void *)(p + at[4]);
 	w->herr = (void *)(p + at[5]);
 	w->lead = (void *)(p + at[6]);
+	w->ahead = (void *)(p + at[7]);
 	w->nobj = 0;
 	q->id = (uint64_t)atomic_fetch_add(&bt_ids, 1) + 1;
 	for (size_t i = 0; i < n; i++) {
@@ -413,6 +415,36 @@ static void bt_fetch(struct bt_req *q)
 	q->ret = backend_batch_read(q->ct->be, q->w.items, q->nruns, bt_sink, q, q->w.err);
 }
 
+/* The first hop of each HEAD q's groups may send (the proxy's redirect,
+ * backend_head_ahead), now, beside the request: a group's HEAD, sent after
+ * its items arrived (cachetier_batchv.c), then costs the target's round
+ * trip only. One per group: an object of one item has one group, of more
+ * two. No lock held (q's objects are its thread's until the answer's reader
+ * starts). */
+static void bt_ahead(struct bt_req *q)
+{
+	for (size_t j = 0; j < q->w.nobj; j++) {
+		struct bt_obj *o = &q->w.obj[j];
+
+		o->ahead[BG_FIRST] = backend_head_ahead(q->ct->be, o->f->key);
+		if (o->nrun >= 2 && o->ahead[BG_FIRST])
+			o->ahead[BG_REST] = backend_head_ahead(q->ct->be, o->f->key);
+	}
+}
+
+/* The first hops no group of q followed (its HEAD shared with another
+ * request, or none sent: no item of it came whole) ended unfollowed. Both
+ * threads of the answer are done; no lock held. */
+static void bt_ahead_drop(struct bt_req *q)
+{
+	for (size_t j = 0; j < q->w.nobj; j++) {
+		for (int g = BG_FIRST; g <= BG_REST; g++) {
+			backend_head_drop(q->ct->be, q->w.obj[j].ahead[g]);
+			q->w.obj[j].ahead[g] = NULL;
+		}
+	}
+}
+
 /* Run request q: fetch, confirm, punch what is not kept, finish. Its own
  * thread or the caller's; no lock held. */
 static void *bt_request(void *arg)
@@ -422,10 +454,12 @@ static void *bt_request(void *arg)
 	struct bt_work *w = &q->w;
 
 	CT_OFF_LOOP(); /* it punches, waits for the writer and takes ct->lock */
-	if (bt_work_new(q) < 0)
+	if (bt_work_new(q) < 0) {
 		q->ret = -ENOMEM;
-	else
+	} else {
+		bt_ahead(q);
 		bt_fetch(q);
+	}
 	if (q->ret != -EOPNOTSUPP && q->ret != -ENOMEM) {
 		q->res.requests++;
 		q->res.items += q->nruns;
@@ -435,6 +469,8 @@ static void *bt_request(void *arg)
 	 * fill writer still writes */
 	if (w->block && q->ret != -EOPNOTSUPP)
 		bt_last_look(q, BR_EARLY);
+	if (w->block)
+		bt_ahead_drop(q);
 	cachetier__write_wait(ct, &q->wj); /* every byte the sink got */
 	for (size_t i = 0; i < q->nruns; i++) {
 		struct bt_run *r = &q->runs[i];

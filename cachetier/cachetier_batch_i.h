@@ -63,8 +63,13 @@ struct bt_obj {
 	unsigned mine;	    /* HEADs of it this request has in flight */
 	uint64_t mine_last; /* the number of the last HEAD of it this request sent */
 	struct bt_grp g[2]; /* [BG_FIRST], [BG_REST] */
-	uint8_t waited;	    /* counted in head_waits */
-	uint8_t stale;	    /* a group found it changed (counted once in stale) */
+	/* each group's HEAD's first hop, sent when the request starts
+	 * (backend_head_ahead; NULL: none): taken by the confirmation that
+	 * sends the group's own HEAD (under ct->lock), the others dropped at
+	 * the request's end (bt_request) */
+	struct backend_head_ahead *ahead[2];
+	uint8_t waited; /* counted in head_waits */
+	uint8_t stale;	/* a group found it changed (counted once in stale) */
 };
 
 /* A request's working arrays, one allocation (bt_work_new, cachetier_batch.c): the batch
@@ -81,6 +86,7 @@ struct bt_work {
 	struct backend_objinfo *info;
 	int *herr;
 	size_t *lead;
+	struct backend_head_ahead **ahead; /* the HEADs' first hops, as keys */
 	void *block;
 };
 

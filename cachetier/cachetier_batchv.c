@@ -47,6 +47,15 @@
  * takes away HEADs another request sent; without another request of the
  * object at once the count is the groups'. Counted: heads, heads_shared,
  * head_waits.
+ *
+ * A HEAD's two hops (AIStore: the proxy's 307 to the object's target, then
+ * the target's answer; backend.h, backend_head_ahead): the first goes when
+ * the request starts, one per group (cachetier_batch.c bt_ahead), its
+ * redirect kept; a group's own HEAD follows its group's (the target's
+ * answer, the only one that says anything of the object, sent at the time
+ * the rule above says), so it costs one round trip after its items
+ * arrived, not two. A group confirmed by another request's HEAD drops its
+ * redirect unfollowed at the request's end.
  */
 #include <errno.h>
 #include <string.h>
@@ -118,6 +127,7 @@ void cachetier__batch_confirm(struct bt_req *q, int slot)
 	struct backend_objinfo *info = w->info + base;
 	int *herr = w->herr + base;
 	size_t *lead = w->lead + base;
+	struct backend_head_ahead **ahead = w->ahead + base;
 
 	cachetier__lock(ct);
 	for (size_t j = 0; j < w->nobj; j++) {
@@ -152,6 +162,8 @@ void cachetier__batch_confirm(struct bt_req *q, int slot)
 				o->mine++;
 				gr->seq = ++f->bc_sent;
 				o->mine_last = gr->seq;
+				ahead[nl] = o->ahead[j % 2]; /* its first hop, sent ahead */
+				o->ahead[j % 2] = NULL;
 				keys[nl] = f->key;
 				lead[nl++] = j;
 			} else if (!o->waited) {
@@ -163,7 +175,9 @@ void cachetier__batch_confirm(struct bt_req *q, int slot)
 			int all;
 
 			disk_mutex_unlock(&ct->lock);
-			all = backend_stat_many(ct->be, keys, nl, info, herr);
+			/* the target's HEADs, sent now (after the items arrived);
+			 * the proxy's hops went with the request (bt_ahead) */
+			all = backend_head_follow_many(ct->be, ahead, keys, nl, info, herr);
 			cachetier__lock(ct);
 			for (size_t l = 0; l < nl; l++) {
 				struct bt_obj *o = &w->obj[lead[l] / 2];

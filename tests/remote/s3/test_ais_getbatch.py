@@ -94,6 +94,17 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            the proxy), 1 request, 1 GetBatch redirect, every path exact from the stage, no
            stale object, no object GET (backend_head_ahead: the HEAD's proxy hop beside the
            request's, so an item waits for the target's round trip only)
+  fillahead 'epoch''s mount (the window a batch fill into the cache), its one GetBatch answer
+           held at the target before its first byte (moss_hold): each HEAD group's first hop
+           (the proxy's 307) has gone while it is held, one per group (2 a shard), none of
+           their target HEADs: 6 redirects, 0 HEADs at the target; released: 6 HEADs at the
+           target, still 6 redirects (each kept one followed once), the mount's 6, none shared,
+           the model's items and bytes, every path exact, no object GET or miss
+           (cachetier_batch.c bt_ahead: a batch fill's HEAD costs the target's round trip only)
+  filldirect 'epoch''s mount on a stand-in whose proxy answers HEADs itself (head_at_proxy):
+           plan a (shard 0's paths) sends its 2 groups' HEADs ahead, answered at once, so each
+           is sent whole again at its time (4 at the stand-in); plan b (the other shards) none
+           ahead (1 a group); no redirect, exact bytes, no stale object
   stagedirect 'stage''s mount on a stand-in whose proxy answers HEADs itself (head_at_proxy,
            as AIStore's S3 reverse-proxy flag): plan a (the first 15 paths) then plan b (the
            others), one window each: a's HEADs sent ahead are answered, not redirected, so each
@@ -1047,6 +1058,110 @@ def case_stageahead(env, ck, c):
         hold.set()
 
 
+def case_fillahead(env, ck, c):
+    """'epoch''s mount (the window to the cache: a batch fill, the version rule's HEAD groups)
+    with its one GetBatch answer held at the target before any byte (moss_hold): the first hop
+    (the proxy's 307) of each HEAD group's HEAD has gone while it is held, one per group (2 a
+    shard: each has several items), none of their target HEADs; released, each kept redirect
+    is followed once: 6 HEADs at the target, still 6 redirects, the mount's 6, none shared;
+    the model's items and bytes, every path exact from the cache, no object GET, no miss."""
+    items, nbytes, heads = model([(x[1], x[2], x[3]) for x in c.plan], c.sizes, heads=True)
+    hold = threading.Event()
+    c.world.ais.moss_hold = hold
+    try:
+        with c.mount() as m:
+            st0, a0 = c.publish(ck, m, 'fillahead')
+            held = ml.poll(lambda: c.ais().get('moss_held', 0) > a0.get('moss_held', 0))
+            ck.ok(held, 'fillahead: the window\'s GetBatch answer held at the target')
+            ml.poll(lambda: c.ais().get('head_redirects', 0) - a0.get('head_redirects', 0) >=
+                    heads)
+            ah = c.ais()
+            ck.eq('fillahead: while it is held: HEADs redirected by the proxy (one a group), '
+                  'HEADs at the target, GetBatch answers begun',
+                  (ah.get('head_redirects', 0) - a0.get('head_redirects', 0),
+                   ah.get('s3_head', 0) - a0.get('s3_head', 0),
+                   ah.get('moss_held', 0) - a0.get('moss_held', 0)), (heads, 0, 1))
+            hold.set()
+            c.world.ais.moss_hold = None
+            st = settled(m, 'plan_batch_requests', 1,
+                         {'plan_fetch_paths': st0['plan_fetch_paths'] + len(c.plan),
+                          'plan_batch_heads': st0['plan_batch_heads'] + heads})
+            a1 = c.ais()
+            ck.eq('fillahead: HEADs at the target, HEADs redirected by the proxy (each kept '
+                  'redirect followed once), the mount\'s HEADs, shared',
+                  (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+                   a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
+                   st['plan_batch_heads'] - st0['plan_batch_heads'],
+                   st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
+                  (heads, heads, heads, 0))
+            ck.eq('fillahead: GetBatch requests (mount, stand-in), GetBatch redirects, items, '
+                  'bytes kept',
+                  (st['plan_batch_requests'] - st0['plan_batch_requests'],
+                   a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
+                   a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0),
+                   st['plan_batch_items'] - st0['plan_batch_items'],
+                   st['plan_batch_bytes'] - st0['plan_batch_bytes']),
+                  (1, 1, 1, items, nbytes))
+            c.read_all(ck, m, 'fillahead')
+            st2, a2 = m.stats(), c.ais()
+            ck.eq('fillahead: stale objects, failed items, object GETs, misses, read errors',
+                  (st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+                   st2['plan_batch_failed_items'] - st0['plan_batch_failed_items'],
+                   a2.get('redirects', 0) - a0.get('redirects', 0),
+                   st2['cache_misses'] - st0['cache_misses'],
+                   st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+    finally:
+        c.world.ais.moss_hold = None
+        hold.set()
+
+
+def case_filldirect(env, ck, c):
+    """'epoch''s mount (batch fills) on a stand-in whose proxy answers HEADs itself
+    (head_at_proxy): plan a (shard 0's paths) sends its groups' HEADs ahead, answered at once,
+    so each group's HEAD is sent whole again at its time (2 at the stand-in a group: the early
+    answer proves nothing); plan b (the other shards: no unit in common) sends none ahead (1 a
+    group); no redirect; exact bytes, no stale object."""
+    parts = {'a': [x for x in c.plan if x[1] == c.files[0]],
+             'b': [x for x in c.plan if x[1] != c.files[0]]}
+    files = {}
+    for k, part in parts.items():
+        files[k] = c.env.path('plan-filldirect-' + k)
+        with open(files[k], 'w') as f:
+            f.write(''.join(x[0] + '\n' for x in part))
+    c.world.ais.head_at_proxy = True
+    try:
+        with c.mount() as m:
+            for s in range(NSHARDS):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            for k, per in (('a', 2), ('b', 1)):
+                _, nbytes, heads = model([(x[1], x[2], x[3]) for x in parts[k]], c.sizes,
+                                         heads=True)
+                st0, a0 = m.stats(), c.ais()
+                ck.eq('filldirect: plan %s rc' % k, ctl(m.mnt, 'plan %s %s' % (k, files[k])),
+                      None)
+                st = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
+                             {'plan_batch_heads': st0['plan_batch_heads'] + heads,
+                              'plan_fetch_paths': st0['plan_fetch_paths'] + len(parts[k])})
+                bad = sum(1 for x in parts[k] if ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
+                st2, a1 = m.stats(), c.ais()
+                ck.eq('filldirect: plan %s: HEADs at the stand-in (%d a group), redirected, '
+                      'the mount\'s, shared' % (k, per),
+                      (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+                       a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
+                       st['plan_batch_heads'] - st0['plan_batch_heads'],
+                       st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
+                      (per * heads, 0, heads, 0))
+                ck.eq('filldirect: plan %s: paths with wrong bytes, GetBatch requests, bytes '
+                      'kept, stale objects, object GETs' % k,
+                      (bad, st['plan_batch_requests'] - st0['plan_batch_requests'],
+                       st['plan_batch_bytes'] - st0['plan_batch_bytes'],
+                       st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+                       a1.get('redirects', 0) - a0.get('redirects', 0)),
+                      (0, 1, nbytes, 0, 0))
+    finally:
+        c.world.ais.head_at_proxy = False
+
+
 def case_stagedirect(env, ck, c):
     """'stage''s mount, the stand-in's proxy answering HEADs itself (head_at_proxy): the
     first window's HEADs sent ahead are answered at once, so each is sent whole again once its
@@ -1109,6 +1224,8 @@ def run(env, ck):
         case_stagehead(env, ck, c)
         case_stageopen(env, ck, c)
         case_stageahead(env, ck, c)
+        case_fillahead(env, ck, c)
+        case_filldirect(env, ck, c)
         case_stagedirect(env, ck, c)
         case_stagesplit(env, ck, c)
         case_version(env, ck, c)
