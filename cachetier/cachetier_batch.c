@@ -393,7 +393,7 @@ static void bt_fetch(struct bt_req *q)
 	atomic_init(&live.ended, 0);
 	if (sem_init(&live.arrive, 0, 0) == 0) {
 		q->live = &live;
-		if (pthread_create(&th, NULL, bt_read, q) == 0) {
+		if (cachetier__batch_thread(&th, 0, bt_read, q) == 0) {
 			for (;;) {
 				while (sem_wait(&live.arrive) < 0 && errno == EINTR)
 					;
@@ -646,16 +646,15 @@ static int bt_make(struct cachetier *ct, struct bt_unit *u, size_t nu, struct bt
 static void bt_start(struct bt_req *q, int sync)
 {
 	struct bt_req *c;
-	pthread_attr_t at;
 	pthread_t th;
-	int started = 0;
+	int started;
 
 	if (sync) {
 		/* each at once, the first too: it holds what a reader needs
 		 * first, while the caller claims the window's later requests
 		 * (run on the caller's thread after them, the first request went
 		 * out last: readers waited 0.2-0.7 s for it at an epoch's start) */
-		if (pthread_create(&q->th, NULL, bt_request, q) == 0)
+		if (cachetier__batch_thread(&q->th, 0, bt_request, q) == 0)
 			q->started = 1;
 		return;
 	}
@@ -664,13 +663,9 @@ static void bt_start(struct bt_req *q, int sync)
 		bt_request(q); /* no memory for a copy: on this thread */
 		return;
 	}
-	if (pthread_attr_init(&at) == 0) {
-		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-		/* the thread id goes to a local: once started, the detached
-		 * thread may have freed c before pthread_create returns */
-		started = pthread_create(&th, &at, bt_request, c) == 0;
-		pthread_attr_destroy(&at);
-	}
+	/* the thread id goes to a local: once started, the detached thread
+	 * may have freed c before pthread_create returns */
+	started = cachetier__batch_thread(&th, 1, bt_request, c) == 0;
 	if (!started)
 		bt_request(c); /* frees c */
 }
@@ -729,6 +724,22 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 	}
 	disk_mutex_unlock(&ct->lock);
 	return !made ? 0 : q->room ? 1 : -1;
+}
+
+int cachetier__batch_thread(pthread_t *th, int detached, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t at;
+	int err = pthread_attr_init(&at);
+
+	if (err != 0)
+		return err;
+	err = pthread_attr_setstacksize(&at, BT_STACK_BYTES);
+	if (err == 0 && detached)
+		err = pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (err == 0)
+		err = pthread_create(th, &at, fn, arg);
+	pthread_attr_destroy(&at);
+	return err;
 }
 
 int cachetier__batch_slot(struct cachetier *ct, unsigned par)

@@ -322,7 +322,7 @@ static size_t bm_decide(struct bm_win *w)
 		if (!o->asked && !atomic_load_explicit(&o->open, memory_order_acquire)) {
 			o->asked = 1;
 			o->w = w;
-			o->started = pthread_create(&o->th, NULL, bm_head, o) == 0;
+			o->started = cachetier__batch_thread(&o->th, 0, bm_head, o) == 0;
 			if (!o->started)
 				bm_head(o);
 		}
@@ -466,7 +466,6 @@ int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_
 			     const size_t *ends, size_t nreq, unsigned par)
 {
 	struct bm_win *w;
-	pthread_attr_t at;
 	pthread_t th;
 	int started = 0, refused = 0;
 
@@ -503,11 +502,7 @@ int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_
 	}
 	ct->batch_windows++;
 	disk_mutex_unlock(&ct->lock);
-	if (pthread_attr_init(&at) == 0) {
-		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-		started = pthread_create(&th, &at, bm_window, w) == 0;
-		pthread_attr_destroy(&at);
-	}
+	started = cachetier__batch_thread(&th, 1, bm_window, w) == 0;
 	if (!started) {
 		cachetier__lock(ct);
 		ct->batch_windows--;
@@ -535,7 +530,7 @@ int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_
 		rd->b = ends[g];
 		ret = cachetier__batch_slot(ct, par); /* as a batch fill's request takes one */
 		if (ret == 0) {
-			rd->started = pthread_create(&rd->th, NULL, bm_read, rd) == 0;
+			rd->started = cachetier__batch_thread(&rd->th, 0, bm_read, rd) == 0;
 			if (!rd->started) {
 				ret = -EAGAIN;
 				cachetier__lock(ct);

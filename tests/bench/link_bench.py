@@ -1463,8 +1463,10 @@ def plan_ais_getbatch(a, emu, impl, label):
                 # the Python stand-in runs on threads of this process: its CPU is ours
                 r0 = resource.getrusage(resource.RUSAGE_SELF)
                 e0 = proc_cpu(emu.p.pid)
+                # --epoch-hook runs over each side's epoch too (perf stat of its syscalls)
                 res[side] = epochs_in(m, True, 1, cemu or emu, 'bytes',
-                                      ', ais:// %s, stand-in %s' % (side, impl))[0]
+                                      ', ais:// %s, stand-in %s' % (side, impl),
+                                      perf=bool(a.epoch_hook))[0]
                 e1 = proc_cpu(emu.p.pid)
                 r1 = resource.getrusage(resource.RUSAGE_SELF)
                 # (-1: a counter the binary has not: an older one, A/B)
@@ -1899,8 +1901,9 @@ def main():
                     'DIR/cat.data)', metavar='DIR')
     ap.add_argument('--epoch-hook', nargs=2, metavar=('START', 'END'),
                     help='shell commands run as --perf-epoch\'s planned epoch starts and ends '
-                    '(not with --perf), {pid} the daemon\'s pid: perf stat, strace -c or '
-                    'callgrind_control of the daemon over that epoch (tests/bench/ab_plan.sh)')
+                    '(not with --perf), and L9\'s epochs (each side\'s), {pid} the daemon\'s '
+                    'pid: perf stat, strace -c or callgrind_control of the daemon over that '
+                    'epoch (tests/bench/ab_plan.sh)')
     ap.add_argument('--perf-epoch', type=int, default=1, choices=(1, 2),
                     help='with --perf: which planned epoch is recorded: 1, the cold one '
                     '(default), or 2, the second (L8c)')
