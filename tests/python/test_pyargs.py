@@ -22,28 +22,16 @@ AttributeError 'batch_sampler'). Exact counts; no timing.
 import os
 import random
 import sys
-import warnings
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
+from shardfs_test.checks import caught  # noqa: E402
 
 import shardfs  # noqa: E402  (PYTHONPATH=python, set by tests/python/meson.build)
 
 ROUNDS = 8
-
-
-def caught(fn):
-    """fn() with warnings recorded: (result or None, the exception or None, [warning texts])."""
-    with warnings.catch_warnings(record=True) as got:
-        warnings.simplefilter('always')
-        res = exc = None
-        try:
-            res = fn()
-        except Exception as e:  # noqa: BLE001 (the test looks at which)
-            exc = e
-    return res, exc, [str(w.message) for w in got]
 
 
 def same_exc(ck, label, exc, cls, text):

@@ -13,6 +13,7 @@
 #ifndef SHARDFS_TEST_UTIL_H
 #define SHARDFS_TEST_UTIL_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -32,6 +33,30 @@ static inline void write_file(const char *path, const void *buf, size_t len)
 
 	if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0)
 		FAIL("cannot write %s", path);
+}
+
+/* A watched file's fd: DIR/NAME made (truncated) read-write with "abcd"
+ * (the watch tests, test_watchcount.c and test_watchreq.c); a failure ends
+ * the program. */
+static inline int watch_file(const char *dir, const char *name)
+{
+	char path[400];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		FAIL("open %s: %s", path, strerror(errno));
+	if (pwrite(fd, "abcd", 4, 0) != 4)
+		FAIL("pwrite %s", path);
+	return fd;
+}
+
+/* A change a watch sees: one byte written in the file fd. */
+static inline void watch_change(int fd)
+{
+	if (pwrite(fd, "x", 1, 1) != 1)
+		FAIL("pwrite: %s", strerror(errno));
 }
 
 /* The fault store over DIR/src with the fault options query

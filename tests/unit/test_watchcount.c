@@ -75,26 +75,6 @@ struct model {
 	uint64_t looks, drains, locks; /* the model's counts */
 };
 
-static int open_file(const char *name)
-{
-	char path[400];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		FAIL("open %s: %s", path, strerror(errno));
-	if (pwrite(fd, "abcd", 4, 0) != 4)
-		FAIL("pwrite %s", path);
-	return fd;
-}
-
-static void change(int fd)
-{
-	if (pwrite(fd, "x", 1, 1) != 1)
-		FAIL("pwrite: %s", strerror(errno));
-}
-
 /* The model's drain of an instance (fan: 1): the read()s the watch makes
  * and the counts they bring. */
 static void model_drain(struct model *m, int fan)
@@ -202,7 +182,7 @@ static void test_ops(void)
 		char name[16];
 
 		snprintf(name, sizeof(name), "f%d", f);
-		m->fd[f] = open_file(name);
+		m->fd[f] = watch_file(tmpdir, name);
 	}
 	for (int f = 0; f < NFILE; f++) {
 		ENSURE(add_rec(m, f, &m->r[f], &m->seen[f]) == 0);
@@ -226,7 +206,7 @@ static void test_ops(void)
 
 		if (k < 30) { /* a write */
 			what = "write";
-			change(m->fd[f]);
+			watch_change(m->fd[f]);
 			if (f == NFILE)
 				m->fan_queued = 1;
 			else if (m->nq == 0 || m->queue[m->nq - 1] != f)
@@ -309,7 +289,7 @@ static void test_race(void)
 	struct racer x = {0};
 	struct ct_watch_rec *ra, *rb;
 	uint64_t sa, sb, last;
-	int fa = open_file("ra"), fb = open_file("rb"), missed = 0;
+	int fa = watch_file(tmpdir, "ra"), fb = watch_file(tmpdir, "rb"), missed = 0;
 	pthread_t t[RACERS];
 
 	ENSURE(w);
@@ -323,7 +303,7 @@ static void test_race(void)
 	for (int i = 0; i < RACE; i++) {
 		uint64_t now;
 
-		change(fa);
+		watch_change(fa);
 		cachetier_request_begin();
 		now = cachetier__watch_events(w, ra);
 		missed += now <= last;

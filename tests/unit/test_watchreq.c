@@ -37,26 +37,6 @@
 
 static char tmpdir[256];
 
-static int open_file(const char *name)
-{
-	char path[400];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		FAIL("open %s: %s", path, strerror(errno));
-	if (pwrite(fd, "abcd", 4, 0) != 4)
-		FAIL("pwrite %s", path);
-	return fd;
-}
-
-static void change(int fd)
-{
-	if (pwrite(fd, "x", 1, 1) != 1)
-		FAIL("pwrite: %s", strerror(errno));
-}
-
 struct other {
 	struct cachetier__watch *w;
 	struct ct_watch_rec *r;
@@ -78,7 +58,8 @@ static void test_requests(void)
 	struct cachetier__watch *w = cachetier__watch_new(), *w2 = cachetier__watch_new();
 	struct ct_watch_rec *ra, *rb, *rc;
 	uint64_t sa, sb, sc, n0;
-	int fa = open_file("a"), fb = open_file("b"), fc = open_file("c");
+	int fa = watch_file(tmpdir, "a"), fb = watch_file(tmpdir, "b"),
+	    fc = watch_file(tmpdir, "c");
 	int changed;
 
 	ENSURE(w && w2);
@@ -108,7 +89,7 @@ static void test_requests(void)
 	      (unsigned long long)(cachetier__watch_reads(w) - n0), 2 * CHECKS);
 
 	/* a change before the next request: seen by its first check, one read */
-	change(fa);
+	watch_change(fa);
 	cachetier_request_begin();
 	n0 = cachetier__watch_reads(w);
 	CHECK(cachetier__watch_changed(w, ra, sa) == 1, "a change before the request not seen");
@@ -120,7 +101,7 @@ static void test_requests(void)
 	sa++;
 
 	/* a change after the request's first check: the next request's */
-	change(fb);
+	watch_change(fb);
 	CHECK(cachetier__watch_events(w, rb) == sb, "b's change read again in the same request");
 	CHECK(cachetier__watch_reads(w) - n0 == 1, "same request: %llu reads",
 	      (unsigned long long)(cachetier__watch_reads(w) - n0));
@@ -146,7 +127,7 @@ static void test_requests(void)
 		struct other o = {w, ra, sa, 0};
 		pthread_t t;
 
-		change(fa);
+		watch_change(fa);
 		n0 = cachetier__watch_reads(w);
 		ENSURE(pthread_create(&t, NULL, other_thread, &o) == 0);
 		ENSURE(pthread_join(t, NULL) == 0);
@@ -164,7 +145,7 @@ static void test_requests(void)
 	{
 		struct ct_watch_rec *rf;
 		uint64_t sf;
-		int ff = open_file("f");
+		int ff = watch_file(tmpdir, "f");
 		int err = cachetier__watch_add_own(w, ff, &rf, &sf);
 
 		if (err < 0) {

@@ -5,6 +5,7 @@ same rules as the others: a test that made no check fails, and a test that canno
 of skip (mount.skip_status: never under CI=true or --strict)."""
 
 import sys
+import warnings
 
 
 class Checks:
@@ -45,3 +46,16 @@ def skip(reason, kind='tool'):
     kind ('tool': a missing package; 'host': a limit of the machine), else 1."""
     from shardfs_test import mount
     sys.exit(mount.skip_status(reason, kind))
+
+
+def caught(fn):
+    """fn() with warnings recorded: (result or None, the exception or None, [warning texts])
+    (the python/shardfs tests: test_planfailed.py, test_pyargs.py)."""
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter('always')
+        res = exc = None
+        try:
+            res = fn()
+        except Exception as e:  # noqa: BLE001 (the caller looks at which)
+            exc = e
+    return res, exc, [str(w.message) for w in got]
