@@ -6,9 +6,20 @@
  * listing (the mount's, every refresh's) opens the source path again as the
  * user gave it, so a directory renamed over it (mv d d.old && mkdir d) or a
  * symlink switched (ln -sfn v2 d) is seen as the changes it makes; between
- * listings the root stays the one the last listing saw. Symlinks inside
- * the tree are followed (the tree belongs to the user who mounts it);
- * special files (FIFOs, devices, sockets) are never listed or opened.
+ * listings the root stays the one the last listing saw.
+ *
+ * A source is its directory tree, and nothing outside it is read: every
+ * path below the root (each directory a listing opens, each stat, each
+ * open) goes through one function, local_beneath, which resolves it with
+ * openat2(RESOLVE_BENEATH) relative to the root: a symlink that stays
+ * inside the tree (a relative target) is followed, one that leads out of
+ * it (an absolute target, or one with ".." past the root) is refused, so is
+ * a directory swapped for such a link under a running mount, and the log
+ * names it (once while it stays so). Where openat2 is missing (ENOSYS,
+ * before Linux 5.6) each component is opened with O_NOFOLLOW instead: no
+ * symlink below the root is followed at all. The root itself is the path
+ * the user gave, a symlink or not. Special files (FIFOs, devices, sockets)
+ * are never listed or opened.
  *
  * The "ETag" of a local file is its size, mtime and ctime in nanoseconds
  * and inode number: any rewrite of the file changes it (ctime too when the
@@ -25,10 +36,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "backend_i.h"
+#include "shardfs_config.h"
 
 /* The warnings of a listing about the tree (local_walk): each is said at
  * the first listing that meets it, or when its errno changes, not again at
@@ -36,7 +50,8 @@
  * 0700 directory of another user's logged the line at every refresh); one
  * said before and not met readable by this listing is said to be read
  * again. kind: 'd' a directory that cannot be opened, 'e' one whose entries
- * cannot be looked at, 'l' a link back to a directory on its own path. */
+ * cannot be looked at, 'l' a link back to a directory on its own path, 'x'
+ * a link that leads out of the tree (local_beneath). */
 struct said {
 	char kind;
 	int err;
@@ -88,7 +103,126 @@ struct local {
 	int *old;
 	size_t nold;
 	struct said_set *said; /* the warnings the last whole listing said (local_list) */
+	/* the keys a stat or an open found leading out of the tree, said once
+	 * each (unsorted: a source has few, and each is a refusal) */
+	struct said_set *outside;
 };
+
+#ifndef RESOLVE_BENEATH
+#define RESOLVE_BENEATH 0x08
+#endif
+#ifndef RESOLVE_NO_MAGICLINKS
+#define RESOLVE_NO_MAGICLINKS 0x02
+#endif
+
+/* 1 once openat2 said ENOSYS (an older kernel): local_beneath's fallback */
+static atomic_int no_openat2;
+
+/* The fallback of local_beneath without openat2: key opened a component at
+ * a time with O_NOFOLLOW, so no symlink below the root is followed (-EXDEV,
+ * as openat2 says of one leading out), nor "..". */
+static int beneath_nofollow(int rootfd, const char *key, int flags)
+{
+	char comp[NAME_MAX + 1];
+	int dir = rootfd, fd;
+
+	for (;;) {
+		const char *slash = strchr(key, '/');
+		size_t n = slash ? (size_t)(slash - key) : strlen(key);
+		struct stat st;
+
+		if (n == 0 || n > NAME_MAX) {
+			fd = n ? -ENAMETOOLONG : -ENOENT;
+			break;
+		}
+		memcpy(comp, key, n);
+		comp[n] = '\0';
+		if (strcmp(comp, "..") == 0) {
+			fd = -EXDEV;
+			break;
+		}
+		fd = openat(dir, comp,
+			    (slash ? O_PATH | O_DIRECTORY : flags) | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			fd = -errno;
+			/* ELOOP (O_NOFOLLOW of the last) or ENOTDIR (of one before):
+			 * a link? then it is not followed here */
+			if ((fd == -ELOOP || fd == -ENOTDIR) &&
+			    fstatat(dir, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(st.st_mode))
+				fd = -EXDEV;
+			break;
+		}
+		if ((flags & O_PATH) && !slash && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
+			close(fd); /* O_PATH|O_NOFOLLOW opens the link itself */
+			fd = -EXDEV;
+			break;
+		}
+		if (dir != rootfd)
+			close(dir);
+		if (!slash)
+			return fd;
+		dir = fd;
+		key = slash + 1;
+	}
+	if (dir != rootfd)
+		close(dir);
+	return fd;
+}
+
+/* The one way below the root: key ("." the root) opened with flags
+ * relative to rootfd, never resolved to a place outside the tree. The fd,
+ * or -errno: -EXDEV when key, or a symlink on its way, leads out of it. */
+static int local_beneath(int rootfd, const char *key, int flags)
+{
+	struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+	int fd;
+
+#if SHARDFS_TEST_BACKENDS
+	static int test_fallback = -1; /* the fallback, tested on this kernel too */
+
+	if (test_fallback < 0)
+		test_fallback = getenv("SHARDFS_TEST_NO_OPENAT2") != NULL;
+	if (test_fallback)
+		atomic_store_explicit(&no_openat2, 1, memory_order_relaxed);
+#endif
+	if (!atomic_load_explicit(&no_openat2, memory_order_relaxed)) {
+		fd = (int)syscall(SYS_openat2, rootfd, key, &how, sizeof(how));
+		if (fd >= 0)
+			return fd;
+		if (errno != ENOSYS)
+			return -errno;
+		atomic_store_explicit(&no_openat2, 1, memory_order_relaxed);
+	}
+	if (strcmp(key, ".") != 0)
+		return beneath_nofollow(rootfd, key, flags);
+	fd = openat(rootfd, ".", flags | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* stat of key below rootfd by local_beneath's rule: 0, or -errno (-EXDEV:
+ * it leads out of the tree). A name in the root that is no symlink is
+ * inside by itself: one fstatat, as before (each lookup stats its shard). */
+static int local_beneath_stat(int rootfd, const char *key, struct stat *st)
+{
+	int fd;
+
+	if (!strchr(key, '/') && fstatat(rootfd, key, st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !S_ISLNK(st->st_mode))
+		return 0;
+	fd = local_beneath(rootfd, key, O_PATH);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, st) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	close(fd);
+	return 0;
+}
 
 static int local_root(struct local *l)
 {
@@ -250,13 +384,13 @@ static int local_walk(struct walk *w, size_t keylen, int depth)
 	w->listed++;
 	if (depth > LOCAL_MAX_DEPTH)
 		return 0;
-	fd = openat(w->rootfd, keylen ? key : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = local_beneath(w->rootfd, keylen ? key : ".", O_RDONLY | O_DIRECTORY);
 	if (fd < 0) {
 		if (depth == 0)
-			return -errno;
+			return fd;
 		/* an unreadable subdirectory is skipped, and the log says so
 		 * (once while it stays so: walk_met) */
-		ret = errno;
+		ret = -fd;
 		if (walk_met(w, 'd', ret, key))
 			backend_log(w->be, BACKEND_LOG_WARN,
 				    "source: cannot read directory %s (%s): skipped", key,
@@ -291,11 +425,33 @@ static int local_walk(struct walk *w, size_t keylen, int depth)
 		if (keylen)
 			key[keylen] = '/';
 		memcpy(key + keylen + (keylen ? 1 : 0), de->d_name, n + 1);
-		if (fstatat(w->rootfd, key, &st, 0) < 0) {
-			/* dangling symlink or vanished: not an object; anything else
-			 * (a directory that can be listed, not searched: EACCES) is
+		/* the entry itself, in the directory this walk opened; a
+		 * symlink is followed by local_beneath's rule */
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    (S_ISLNK(st.st_mode) && (errno = -local_beneath_stat(w->rootfd, key, &st)))) {
+			/* dangling symlink or vanished: not an object; one leading
+			 * out of the tree is said and skipped; anything else (a
+			 * directory that can be listed, not searched: EACCES) is
 			 * said, once for the directory */
 			int e = errno;
+
+			if (e == EXDEV) {
+				if (walk_met(w, 'x', 0, key))
+					backend_log(
+					    w->be, BACKEND_LOG_WARN,
+					    atomic_load_explicit(&no_openat2, memory_order_relaxed)
+						? "source: %s is a symbolic link, not followed "
+						  "where "
+						  "openat2 is missing (this kernel): not listed"
+						: "source: %s is a symbolic link that leads out of "
+						  "the "
+						  "source directory (an absolute target, or one "
+						  "past its "
+						  "top): not listed",
+					    key);
+				key[keylen] = '\0';
+				continue; /* as a dangling link: its parent may show empty */
+			}
 
 			if (e != ENOENT && e != ENOTDIR && e != ELOOP && !unstat) {
 				key[keylen] = '\0';
@@ -402,13 +558,57 @@ static int local_list(struct backend *be, backend_list_cb cb, void *arg)
 	return err;
 }
 
+/* key leads out of the tree (-EXDEV of a stat or an open under a running
+ * mount: a shard or a directory on its path swapped for such a link): the
+ * log says so, once per key while the backend lives; the caller sees
+ * -ENOENT, as for a dangling link (no object), never the bytes there. */
+static int local_outside(struct backend *be, const char *key)
+{
+	struct local *l = be->impl;
+	struct said_set *set;
+	int said = 0;
+
+	disk_mutex_lock(&l->lock);
+	if (!l->outside)
+		l->outside = calloc(1, sizeof(*l->outside));
+	set = l->outside;
+	for (size_t i = 0; set && i < set->n && !said; i++)
+		said = strcmp(set->v[i].path, key) == 0;
+	if (set && !said && set->n == set->cap) {
+		size_t cap = set->cap ? 2 * set->cap : 16;
+		struct said *v = realloc(set->v, cap * sizeof(*v));
+
+		if (v) {
+			set->v = v;
+			set->cap = cap;
+		}
+	}
+	if (set && !said && set->n < set->cap) {
+		set->v[set->n].path = strdup(key);
+		if (set->v[set->n].path) {
+			set->v[set->n].kind = 'x';
+			set->n++;
+		}
+	}
+	disk_mutex_unlock(&l->lock);
+	if (!said)
+		backend_log(be, BACKEND_LOG_WARN,
+			    "source: %s leads out of the source directory (a symbolic link on its "
+			    "path): not read",
+			    key);
+	return -ENOENT;
+}
+
 static int local_stat(struct backend *be, const char *key, struct backend_objinfo *info)
 {
 	struct local *l = be->impl;
 	struct stat st;
+	int err = local_beneath_stat(local_root(l), key, &st);
 
-	if (fstatat(local_root(l), key, &st, 0) < 0)
-		return -errno;
+	if (err == -EXDEV)
+		return local_outside(be, key);
+	if (err < 0)
+		return err;
 	if (!S_ISREG(st.st_mode))
 		return S_ISDIR(st.st_mode) ? -EISDIR : -ENOENT;
 	local_fill(info, key, &st);
@@ -419,10 +619,12 @@ static int local_open_fd(struct backend *be, const char *key)
 {
 	struct local *l = be->impl;
 	struct stat st;
-	int fd = openat(local_root(l), key, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	int fd = local_beneath(local_root(l), key, O_RDONLY | O_NOCTTY | O_NONBLOCK);
 
+	if (fd == -EXDEV)
+		return local_outside(be, key);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return -EINVAL;
@@ -467,6 +669,7 @@ static void local_close(struct backend *be)
 		free(l->old);
 		free(l->path);
 		said_free(l->said);
+		said_free(l->outside);
 		disk_mutex_destroy(&l->lock);
 		free(l);
 	}

@@ -42,12 +42,14 @@ GROUP:
               one is gone. Before the mend no empty directory showed (a user's find of the
               source and of the mount disagreed).
   symloop     a seeded local source with symlinks back to a directory on their own path (to
-              '.', '..', '../..': 1 to 3 of them at seeded depths) and one to a directory
-              outside it: the mount's tree is the source's as find -L walks it (the outside
-              directory once, no loop followed), and the log warns once for each loop link,
-              naming it. Before the mend each loop repeated the tree below it up to 64 levels
+              '.', '..', '../..': 1 to 3 of them at seeded depths), one to another directory
+              inside it (relative) and one to a directory outside it (absolute): the mount's
+              tree is the source's as find -L walks it (the other directory twice, no loop
+              followed, the outside one not at all: a source is its tree, docs/sources.md),
+              and the log warns once for each loop link, naming it, and once for the link
+              out. Before the mend each loop repeated the tree below it up to 64 levels
               deep (every shard shown again at each level), silently. Then refreshes: one with
-              the same loops says nothing; one where each loop link points outside says once
+              the same loops says nothing; one where each loop link points elsewhere says once
               that it is no longer a loop ("listed"); the next says nothing; one with the loops
               back warns again (each loop's warning twice in all, its "no longer" line once).
 
@@ -314,14 +316,18 @@ def group_emptydirs(env, ck):
 def group_symloop(env, ck):
     rng = env.rng
     src = env.path('src')
-    other = env.path('other')
+    other = os.path.join(src, 'o')  # another directory of the tree, on no loop's path
+    outside = env.path('outside')
     os.makedirs(os.path.join(src, 'a', 'b'))
     os.makedirs(other)
+    os.makedirs(outside)
+    ml.write_file(os.path.join(outside, 'x.txt'), b'outside\n')
     ml.write_file(os.path.join(src, 's.tar'), ml.tar_bytes([('m.txt', b'm\n')]))
     ml.write_file(os.path.join(src, 'a', 'f.txt'), b'f\n')
     ml.write_file(os.path.join(src, 'a', 'b', 'g.txt'), b'g\n')
     ml.write_file(os.path.join(other, 'o.txt'), b'o\n')
-    os.symlink(other, os.path.join(src, 'ext'))
+    os.symlink('o', os.path.join(src, 'ext'))
+    os.symlink(outside, os.path.join(src, 'out'))  # leads out: not listed, said once
     places = [('', ['.']), ('a', ['.', '..']), ('a/b', ['.', '..', '../..'])]
     loops = []
     for i in range(rng.randint(1, 3)):
@@ -330,8 +336,8 @@ def group_symloop(env, ck):
         os.symlink(rng.choice(targets), os.path.join(src, name))
         loops.append(name)
     log('loops: %s' % loops)
-    want = sorted(['a', 'a/b', 'a/b/g.txt', 'a/f.txt', 'ext', 'ext/o.txt', 's', 's.tar',
-                   's/m.txt'])
+    want = sorted(['a', 'a/b', 'a/b/g.txt', 'a/f.txt', 'ext', 'ext/o.txt', 'o', 'o/o.txt', 's',
+                   's.tar', 's/m.txt'])
     with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
         got = []
         for dp, dns, fns in os.walk(m.mnt):
@@ -346,12 +352,13 @@ def group_symloop(env, ck):
             ck.eq('%s: refresh exit' % label, r.returncode, 0)
 
         # a refresh that meets the same loops says nothing again; one that finds each link
-        # pointing outside (no loop) says so once; another says nothing; a loop again is
+        # pointing elsewhere (no loop) says so once; another says nothing; a loop again is
         # said again
         refresh('same loops')
         for name in loops:
             os.unlink(os.path.join(src, name))
-            os.symlink(other, os.path.join(src, name))
+            os.symlink(os.path.relpath(other, os.path.join(src, os.path.dirname(name))),
+                       os.path.join(src, name))
         refresh('no loop')
         ck.ok(all(os.path.isfile(os.path.join(m.mnt, name, 'o.txt')) for name in loops),
               'the links to other listed')
@@ -368,6 +375,8 @@ def group_symloop(env, ck):
         ck.eq('log: lines saying %s is no longer a loop' % name,
               text.count('source: %s is no longer a link back to a directory on its own path: '
                          'listed' % name), 1)
+    ck.eq('log: the link out named once (mount, 4 refreshes)',
+          text.count('source: out is a symbolic link that leads out of the source directory'), 1)
 
 
 GROUPS = {'indexbuild': (group_indexbuild, 180), 'sidecar': (group_sidecar, 180),
