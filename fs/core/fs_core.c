@@ -29,8 +29,16 @@
 #include "fs_view.h"
 
 /* What a source error means, for the terminal. */
-static const char *source_error(int err)
+static const char *source_error(int err, const char *source)
 {
+	/* a local source (a path, file://) is read with the rights of the user
+	 * who mounts: EACCES there is no matter of credentials */
+	int local = !strstr(source, "://") || strncmp(source, "file://", 7) == 0;
+
+	if (err == -EACCES && local)
+		return "Permission denied: this user cannot read it or search a directory on its "
+		       "path (a local source is read with the rights of the user who mounts; "
+		       "ls -ld each directory of the path)";
 	switch (err) {
 	case -EPROTONOSUPPORT:
 		return "unknown kind of source (see 'shardfs --help')";
@@ -259,15 +267,17 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 	int err;
 
 	/* a mount's log is the core's (stderr until the log file opens);
-	 * otherwise the backend's default, plain lines on stderr */
+	 * otherwise plain lines on stderr; both quote the names by one rule */
 	if (flags & FS_OPEN_MOUNT)
 		fs->cfg.be.log = fs_log_backend;
+	else if (!fs->cfg.be.log)
+		fs->cfg.be.log = fs_log_backend_plain;
 	err = backend_open(&fs->be, fs->cfg.source, &fs->cfg.be);
 	if (err < 0) {
 		const char *why = backend_last_error(NULL);
 
 		fprintf(stderr, "shardfs: source %s: %s%s%s\n", FS_Q(fs->cfg.source),
-			source_error(err), why && *why ? ": " : "", why ? why : "");
+			source_error(err, fs->cfg.source), why && *why ? ": " : "", why ? why : "");
 		return err;
 	}
 	raise_nofile(); /* before cachetier_open, which sizes its fd bound from it */
@@ -360,7 +370,8 @@ int fs_open(struct fs_config *cfg, unsigned flags, struct fs **out)
 			const char *why = backend_last_error(fs->be);
 
 			fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", FS_Q(fs->cfg.source),
-				source_error(err), why && *why ? ": " : "", why ? why : "");
+				source_error(err, fs->cfg.source), why && *why ? ": " : "",
+				why ? why : "");
 		}
 	}
 	if (err == 0 && (flags & FS_OPEN_MOUNT)) {

@@ -511,6 +511,9 @@ static inline int fs_obj_live(const struct fs_obj *o)
 /* fs_log.c (the rest: fs_core.h) */
 /* backend_config's log callback: the backend's lines into this log. */
 void fs_log_backend(void *arg, enum backend_log_level level, const char *msg);
+/* The backend's lines of a command that does not mount (index, pack, ...):
+ * "shardfs: MSG" on stderr, MSG by fs_quote's rule, as fs_log's */
+void fs_log_backend_plain(void *arg, enum backend_log_level level, const char *msg);
 /* 0 when the cache directory *dir (made first, 0700, when make is set) can
  * be used: a directory, writable by this user on a writable filesystem, and
  * no other user can place or replace a name on its path; *dir is then
