@@ -113,8 +113,14 @@ static int shard_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	if (err < 0)
 		return err;
 	/* nlink 1: "unknown", so tools never infer the subdirectory count
-	 * and we need not read the shard to answer */
-	fs_attr_dir(fs, st, ino, 0555, 1, o->info.mtime);
+	 * and we need not read the shard to answer. Its members are the
+	 * shard's bytes: whoever cannot read the shard's file cannot search
+	 * this directory either (a local shard's read bits, each r as r-x;
+	 * a store's objects are readable: 0555) */
+	fs_attr_dir(fs, st, ino,
+		    backend_is_local(fs->be) ? (o->info.mode & 0444) | (o->info.mode & 0444) >> 2
+					     : 0555,
+		    1, o->info.mtime);
 	return 0;
 }
 
