@@ -250,7 +250,8 @@ def beneath(env, ck, follow):
         d = rng.choice(leaves)
         os.rename(os.path.join(src, d), os.path.join(src, d + '.old'))
         os.symlink(os.path.join(out, 'od'), os.path.join(src, d))
-        outs = [x for x in said if x.endswith('.tar') and os.path.islink(os.path.join(src, x))]
+        outs = sorted(x for x in said  # sorted: a set's order is the hash seed's
+                      if x.endswith('.tar') and os.path.islink(os.path.join(src, x)))
         if outs:
             x = rng.choice(outs)
             os.unlink(os.path.join(src, x))
