@@ -118,6 +118,9 @@ struct backend_stats {
 	 * buffer (the sink copies them, or offered none); the two add up to
 	 * the bytes its sinks accepted */
 	uint64_t recv_inplace_bytes, recv_copied_bytes;
+	/* the lean engine's receives of an answer's body past its head that
+	 * got bytes (a recv system call each: test io-inplace) */
+	uint64_t recvs;
 	/* the lean engine's host names: lookups made (off the I/O thread),
 	 * connections that took a kept answer instead, and lookups that found
 	 * no address */

@@ -522,6 +522,7 @@ struct backend_io {
 	atomic_ullong n_pauses, n_resumes, n_pause_backstops;
 	atomic_ullong n_connects, n_lean_attempts;
 	atomic_ullong n_recv_inplace, n_recv_copied; /* backend_stats.recv_*_bytes */
+	atomic_ullong n_recvs;			     /* backend_stats.recvs */
 	atomic_ullong n_resolves, n_resolve_hits, n_resolve_failures;
 	atomic_int resume_asked; /* backend_io_sink_ready: on_async asks the paused sinks */
 	atomic_int down_now;

@@ -1,68 +1,54 @@
 /*
- * backend_io_lean.c — the lean engine (contract: backend_io_i.h): one
- * attempt of a plain ranged GET (http://, a literal IP address or a host
- * name, resolved off the loop by backend_io_resolve.c, no request
- * body, not signed: a signed request's secrets stay in curl's undumped
- * memory; no proxy in the environment) as one request and response on a
- * kept-alive connection of its own pool, on the I/O thread's loop, without
- * curl. It sits below backend_io_xfer.c's request life (slots, retries,
- * redirects, resume, the breaker, the stats): an attempt ends in
- * backend__io_xfer_done with the curl code curl would have given (CURLE_OK,
- * PARTIAL_FILE, COULDNT_CONNECT, RECV_ERROR, ...), and the answer's head and
- * body go through the checks both engines share (backend_io_attempt.c).
+ * backend_io_lean.c — the lean engine (contract: backend_io_i.h): one attempt of a plain ranged
+ * GET (http://, a literal IP address or a host name, resolved off the loop by
+ * backend_io_resolve.c, no request body, not signed: a signed request's secrets stay in curl's
+ * undumped memory; no proxy in the environment) as one request and response on a kept-alive
+ * connection of its own pool, on the I/O thread's loop, without curl. It sits below
+ * backend_io_xfer.c's request life (slots, retries, redirects, resume, the breaker, the stats): an
+ * attempt ends in backend__io_xfer_done with the curl code curl would have given (CURLE_OK,
+ * PARTIAL_FILE, COULDNT_CONNECT, RECV_ERROR, ...), and the answer's head and body go through the
+ * checks both engines share (backend_io_attempt.c).
  *
- * A connection: a non-blocking TCP socket (TCP_NODELAY, SO_KEEPALIVE, as
- * curl sets them) with one uv_poll_t, polled for reading from its connect
- * to its close (a reused connection costs no epoll_ctl), for writing only
- * while its connect or request is under way. Its buffer (IO_BUFFER_BYTES)
- * holds the head (with the body bytes that came in its receive: at most
- * LEAN_HEAD_RECV bytes in all when the sink offers memory) and each
- * piece of body (at most LEAN_NOMEM_RECV when a sink that offers memory
- * and may pause offers none: a full fill, whose piece is held; so a fill's
- * connection touches one page of its buffer), unless the sink offers memory of its own
- * (backend_req.on_mem: a fill's buffer, the stage's span) for a body it
- * takes whole (a 2xx, nothing to skip): then the body is received there,
- * at most IO_BUFFER_BYTES a receive for a sink that may pause, else as
- * much of the body's rest as is in (one receive a wake-up, not one per
- * 64 KiB: test io-inplace), and handed to the same checks
- * (backend__io_body) and the sink, which need not copy it; the counters say
- * which (recv_inplace_bytes, recv_copied_bytes). One request is out at a time, and a recv of body
- * never asks for more than the body has left: bytes past the answer are
- * the server's error (the connection is then not kept). A paused sink
- * (BACKEND_SINK_FULL) leaves the piece in the buffer (a piece received in
- * the sink's memory is copied there first: that memory is the sink's again
- * once it answered, and a fill may hand it to its writer) and the socket
- * unpolled until backend__io_lean_resume offers it again; one that says it
- * is full when asked for memory (*len 0) pauses before the receive.
+ * A connection: a non-blocking TCP socket (TCP_NODELAY, SO_KEEPALIVE, as curl sets them) with one
+ * uv_poll_t, polled for reading from its connect to its close (a reused connection costs no
+ * epoll_ctl), for writing only while its connect or request is under way. Its buffer
+ * (IO_BUFFER_BYTES) holds the head (with the body bytes that came in its receive: at most
+ * LEAN_HEAD_RECV bytes in all when the sink offers memory) and each piece of body (at most
+ * LEAN_NOMEM_RECV when a sink that offers memory and may pause offers none: a full fill, whose
+ * piece is held; so a fill's connection touches one page of its buffer), unless the sink offers
+ * memory of its own (backend_req.on_mem: a fill's buffer, the stage's span) for a body it takes
+ * whole (a 2xx, nothing to skip): then the body is received there, at most LEAN_PAUSABLE_RECV a
+ * receive for a sink that may pause (a fill's buffer whole), else as much of the body's rest as is
+ * in (one receive a wake-up, not one per 64 KiB: test io-inplace), and handed to the same checks
+ * (backend__io_body) and the sink, which need not copy it; the counters say which
+ * (recv_inplace_bytes, recv_copied_bytes). One request is out at a time, and a recv of body never
+ * asks for more than the body has left: bytes past the answer are the server's error (the
+ * connection is then not kept). A paused sink (BACKEND_SINK_FULL) leaves the piece in the buffer
+ * (a piece received in the sink's memory is copied there first: that memory is the sink's again
+ * once it answered, and a fill may hand it to its writer; one longer than the buffer into a copy
+ * of its own, held_copy) and the socket unpolled until backend__io_lean_resume offers it again;
+ * one that says it is full when asked for memory (*len 0) pauses before the receive.
  *
- * Kept alive when the answer was read whole and neither side said close;
- * closed on any error, on Connection: close, at HTTP/1.0 without
- * keep-alive, when an attempt ends before its answer does, when the server
- * closes or writes to an idle one (it is polled), when idle longer than
- * LEAN_IDLE_MS, and past the pool's bound (curl's CURLMOPT_MAXCONNECTS:
- * 2 * max_connections + 2). A request sent on a kept connection the server
- * had closed (nothing came back, EOF or a reset) is sent once more on a new
- * connection, as curl does, not counted as an attempt.
+ * Kept alive when the answer was read whole and neither side said close; closed on any error, on
+ * Connection: close, at HTTP/1.0 without keep-alive, when an attempt ends before its answer does,
+ * when the server closes or writes to an idle one (it is polled), when idle longer than
+ * LEAN_IDLE_MS, and past the pool's bound (curl's CURLMOPT_MAXCONNECTS: 2 * max_connections + 2).
+ * A request sent on a kept connection the server had closed (nothing came back, EOF or a reset) is
+ * sent once more on a new connection, as curl does, not counted as an attempt.
  *
- * A redirect is read as any answer; its Location, resolved as curl
- * resolves it (backend__url_join), is what backend_io_xfer.c follows.
- * What it leaves to curl (backend__io_xfer_to_curl: the attempt goes again
- * through curl, not counted): an answer backend__h1_head does not read
- * (BACKEND_H1_UNSUP or not HTTP/1.x: 1xx, chunked, no Content-Length, ...);
- * LEAN_UNSUP_MAX such answers in a row leave every later request of the
- * store to curl.
- * Past an answer's head the loop is woken for its body only once the body's
- * rest (up to IO_LOWAT_MAX) is in (the socket's SO_RCVLOWAT: on_readable),
- * the mark back to 1 at the answer's end (a pause keeps it); each tick asks
- * for what is in, so bytes short of the mark wait at most a tick. For a sink
- * that offers memory and never pauses (the stage's reads) the mark is set
- * when the request is sent, to the range's rest: the head and the body
- * wake the loop once (test io-inplace), and an answer shorter than it (an
- * error, a shorter range) is read at the next tick.
- * Bounds: a connect by
- * connect_timeout_s, silence by stall_timeout_s, both checked by one tick
- * (at most 1 s, and at most half of either bound) that runs while an
- * attempt does.
+ * A redirect is read as any answer; its Location, resolved as curl resolves it
+ * (backend__url_join), is what backend_io_xfer.c follows. What it leaves to curl
+ * (backend__io_xfer_to_curl: the attempt goes again through curl, not counted): an answer
+ * backend__h1_head does not read (BACKEND_H1_UNSUP or not HTTP/1.x: 1xx, chunked, no
+ * Content-Length, ...); LEAN_UNSUP_MAX such answers in a row leave every later request of the
+ * store to curl. Past an answer's head the loop is woken for its body only once the body's rest
+ * (up to IO_LOWAT_MAX) is in (the socket's SO_RCVLOWAT: on_readable), the mark back to 1 at the
+ * answer's end (a pause keeps it); each tick asks for what is in, so bytes short of the mark wait
+ * at most a tick. For a sink that offers memory and never pauses (the stage's reads) the mark is
+ * set when the request is sent, to the range's rest: the head and the body wake the loop once
+ * (test io-inplace), and an answer shorter than it (an error, a shorter range) is read at the next
+ * tick. Bounds: a connect by connect_timeout_s, silence by stall_timeout_s, both checked by one
+ * tick (at most 1 s, and at most half of either bound) that runs while an attempt does.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -85,27 +71,30 @@
 #include "backend_i.h"
 #include "backend_io_i.h"
 
-/* answers in a row that the lean engine cannot read (each then asked again
- * through curl) before the store's requests go to curl alone: a server that
- * frames every answer so (chunked, a 1xx) costs 2 requests a read otherwise */
+/* answers in a row that the lean engine cannot read (each then asked again through curl) before
+ * the store's requests go to curl alone: a server that frames every answer so (chunked, a 1xx)
+ * costs 2 requests a read otherwise */
 #define LEAN_UNSUP_MAX 3u
 #define LEAN_IDLE_MS   60000u /* curl's CURLOPT_MAXAGE_CONN is 118 s; servers close sooner */
 #define LEAN_REQ_MAX   4096   /* a request head (signed headers included) */
 #define LEAN_HDRS_MAX  32
-/* The first receive of an answer whose sink offers memory asks for at most
- * this much (a head is a few hundred bytes; one past it gets the rest of
- * the buffer): the body bytes that come with the head are copied, the rest
- * is received in the sink's memory */
+/* The first receive of an answer whose sink offers memory asks for at most this much (a head is a
+ * few hundred bytes; one past it gets the rest of the buffer): the body bytes that come with the
+ * head are copied, the rest is received in the sink's memory */
 #define LEAN_HEAD_RECV 2048
-/* A receive of body for a sink that offers memory and may pause, when it
- * offers none and is not full (a piece it may yet refuse, to be held) asks
- * for at most this much: the held piece is one page of the connection's
- * buffer, the page the head was received into, so a connection faults in 1
- * page of its buffer, not 16 (a fresh mount's prefetch opens some 40
- * connections, each page fault a trap to the hypervisor on a VM:
- * tests/bench/README.md, L4), and the bytes copied once the sink takes them
- * again are a page, not 64 KiB */
+/* A receive of body for a sink that offers memory and may pause, when it offers none and is not
+ * full (a piece it may yet refuse, to be held) asks for at most this much: the held piece is one
+ * page of the connection's buffer, the page the head was received into, so a connection faults in
+ * 1 page of its buffer, not 16 (a fresh mount's prefetch opens some 40 connections, each page
+ * fault a trap to the hypervisor on a VM: tests/bench/README.md, L4), and the bytes copied once
+ * the sink takes them again are a page, not 64 KiB */
 #define LEAN_NOMEM_RECV 4096
+/* The most a receive of body asks into the memory of a sink that may pause (a fill's buffer of 128
+ * KiB, FILL_BUF_BYTES): one receive a buffer, not two of the engine's buffer's size. A sink that
+ * offered memory seldom refuses the piece received there (a fill says it is full when asked for
+ * memory instead: the pause before the receive); one it refuses that is longer than the engine's
+ * buffer is held in a copy of its own (held_copy) until the transfer goes on. */
+#define LEAN_PAUSABLE_RECV (128 * 1024)
 
 enum lc_state { LC_IDLE, LC_RESOLVE, LC_CONNECT, LC_SEND, LC_HEAD, LC_BODY, LC_DONE };
 
@@ -124,8 +113,8 @@ struct lconn {
 	unsigned gen; /* the tick's pass that saw it last */
 	struct sockaddr_storage sa;
 	socklen_t salen;
-	/* a host name's (else name ""): its port, its lookup's addresses (each
-	 * tried in turn by a connect that fails) and the wait for it */
+	/* a host name's (else name ""): its port, its lookup's addresses (each tried in turn by a
+	 * connect that fails) and the wait for it */
 	char name[BACKEND_H1_NAME_MAX + 1];
 	unsigned port;
 	struct sockaddr_storage addrs[IO_RESOLVE_ADDRS];
@@ -136,9 +125,10 @@ struct lconn {
 	size_t req_len, req_off;
 	size_t have;	    /* head bytes in buf */
 	uint64_t body_left; /* body bytes still to come */
-	const char *held;   /* a paused piece in buf, or NULL */
+	const char *held;   /* a paused piece (in buf or held_copy), or NULL */
 	int lowat;	    /* its SO_RCVLOWAT now, 0: 1 (backend__io_lowat) */
 	size_t held_len;
+	char *held_copy; /* a held piece longer than buf (malloc'd), or NULL */
 	char req[LEAN_REQ_MAX];
 	char buf[IO_BUFFER_BYTES];
 };
@@ -150,10 +140,18 @@ static void lc_free_cb(uv_handle_t *h)
 
 static void lc_poll(struct lconn *c, int events);
 
+static void held_drop(struct lconn *c) /* c holds no piece: a copy of one freed */
+{
+	c->held = NULL;
+	free(c->held_copy);
+	c->held_copy = NULL;
+}
+
 static void lc_close(struct lconn *c)
 {
 	struct backend_io *io = c->io;
 
+	held_drop(c);
 	if (c->prev_all)
 		c->prev_all->next_all = c->next_all;
 	else
@@ -322,7 +320,7 @@ static void lc_begin(struct lconn *c, struct xfer *x)
 	x->lc = c;
 	c->req_off = 0;
 	c->have = 0;
-	c->held = NULL;
+	held_drop(c);
 	c->keep = 0;
 	active_inc(c->io);
 	if (c->state == LC_RESOLVE)
@@ -398,9 +396,8 @@ static void send_req(struct lconn *c, int sync)
 	lc_poll(c, UV_READABLE);
 }
 
-/* One piece of body to the shared checks and the sink: in c->buf, or
- * (inplace) in memory the sink offered. Returns 1 when the attempt ended
- * (c may be gone) or paused, 0 to read on. */
+/* One piece of body to the shared checks and the sink: in c->buf, or (inplace) in memory the sink
+ * offered. Returns 1 when the attempt ended (c may be gone) or paused, 0 to read on. */
 static int deliver(struct lconn *c, const char *p, size_t n, int inplace)
 {
 	struct xfer *x = c->x;
@@ -408,10 +405,15 @@ static int deliver(struct lconn *c, const char *p, size_t n, int inplace)
 	size_t k = backend__io_body(x, p, n);
 
 	if (k == CURL_WRITEFUNC_PAUSE) {
-		/* the sink's memory is its own again once it answered: the piece
-		 * is held in the connection's buffer (n <= its size) */
+		/* the sink's memory is its own again once it answered: the piece is held in the
+		 * connection's buffer, or in a copy of its own when longer (held_copy: none yet) */
+		if (inplace && n > sizeof(c->buf) && !(c->held_copy = malloc(n))) {
+			x->paused = 0; /* it ends instead */
+			fail(c, CURLE_OUT_OF_MEMORY, "Out of memory", ENOMEM);
+			return 1;
+		}
 		if (inplace)
-			p = memcpy(c->buf, p, n);
+			p = memcpy(c->held_copy ? c->held_copy : c->buf, p, n);
 		c->held = p;
 		c->held_len = n;
 		lc_poll(c, 0); /* TCP holds the sender back */
@@ -543,15 +545,14 @@ static char *recv_dst(struct lconn *c, size_t *want, int *inplace)
 		return c->buf + c->have;
 	}
 	*want = c->body_left < sizeof(c->buf) ? (size_t)c->body_left : sizeof(c->buf);
-	/* into the sink's memory when it offers some: the bytes it
-	 * takes whole (a 2xx body, nothing to skip), at most the
-	 * buffer's size when the sink may pause (a paused piece is
-	 * held there), else all of the body's rest in one receive */
+	/* into the sink's memory when it offers some: the bytes it takes whole (a 2xx body,
+	 * nothing to skip), at most LEAN_PAUSABLE_RECV when the sink may pause, else all of the
+	 * body's rest in one receive */
 	if (!x->r->on_mem || !x->accept_body || x->skip)
 		return c->buf;
-	w = *want;
-	if (!x->r->pausable)
-		w = c->body_left < (uint64_t)SSIZE_MAX ? (size_t)c->body_left : (size_t)SSIZE_MAX;
+	w = c->body_left < (uint64_t)SSIZE_MAX ? (size_t)c->body_left : (size_t)SSIZE_MAX;
+	if (x->r->pausable && w > LEAN_PAUSABLE_RECV)
+		w = LEAN_PAUSABLE_RECV;
 	if (x->status == 200 && w > x->limit)
 		w = (size_t)x->limit;
 	if (w && (m = x->r->on_mem(x->r->arg, &w)) != NULL) {
@@ -566,9 +567,8 @@ static char *recv_dst(struct lconn *c, size_t *want, int *inplace)
 	return c->buf;
 }
 
-/* c's receive ended the connection (e: its errno, 0 at a close): a kept
- * connection closed before a byte of its answer is asked again on a fresh
- * one; otherwise c fails as curl would fail it. */
+/* c's receive ended the connection (e: its errno, 0 at a close): a kept connection closed before a
+ * byte of its answer is asked again on a fresh one; otherwise c fails as curl would fail it. */
 static void recv_closed(struct lconn *c, int e)
 {
 	if (c->state == LC_HEAD && c->have == 0 && c->served) {
@@ -590,9 +590,8 @@ static void recv_closed(struct lconn *c, int e)
 	fail(c, CURLE_RECV_ERROR, "Recv failure", e ? e : ECONNRESET);
 }
 
-/* n more bytes of c's head are in: -1 when c is done with this round (the
- * answer went to curl, or head_done says so), 1 when the head was whole
- * (receive again), 0 when it is not yet. */
+/* n more bytes of c's head are in: -1 when c is done with this round (the answer went to curl, or
+ * head_done says so), 1 when the head was whole (receive again), 0 when it is not yet. */
 static int recv_head(struct lconn *c, size_t n)
 {
 	struct backend_h1_head h;
@@ -634,6 +633,7 @@ static void recv_some(struct lconn *c)
 			return;
 		}
 		if (c->state == LC_BODY) {
+			atomic_fetch_add_explicit(&c->io->n_recvs, 1, memory_order_relaxed);
 			if (deliver(c, dst, (size_t)n, inplace))
 				return;
 		} else if ((r = recv_head(c, (size_t)n)) != 0) {
@@ -871,7 +871,7 @@ void backend__io_lean_detach(struct xfer *x)
 	io = c->io;
 	x->lc = NULL;
 	c->x = NULL;
-	c->held = NULL;
+	held_drop(c);
 	active_dec(io);
 	if (c->state != LC_DONE || !c->keep || io->halted ||
 	    io->nlean_idle >= io->max_total * 2 + 2) {
@@ -900,8 +900,10 @@ void backend__io_lean_resume(struct xfer *x)
 		return;
 	if ((p = c->held) != NULL) {
 		c->held = NULL;
+		/* paused again: held again (a copy stays c's); ended: dropped */
 		if (deliver(c, p, c->held_len, 0))
 			return;
+		held_drop(c);
 	}
 	backend__io_lowat(c->fd, &c->lowat, c->state == LC_BODY ? c->body_left : 1);
 	lc_poll(c, UV_READABLE);

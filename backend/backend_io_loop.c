@@ -650,6 +650,7 @@ void backend_io_stats(struct backend_io *io, struct backend_stats *st)
 	st->lean_attempts = atomic_load(&io->n_lean_attempts);
 	st->recv_inplace_bytes = atomic_load(&io->n_recv_inplace);
 	st->recv_copied_bytes = atomic_load(&io->n_recv_copied);
+	st->recvs = atomic_load(&io->n_recvs);
 	st->resolves = atomic_load(&io->n_resolves);
 	st->resolve_hits = atomic_load(&io->n_resolve_hits);
 	st->resolve_failures = atomic_load(&io->n_resolve_failures);

@@ -290,6 +290,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "body bytes the lean HTTP engine received into its own buffer and handed to a reader or "
      "fill (which copies them)",
      C, SNAP(bs.recv_copied_bytes)},
+    {"store_recvs",
+     "receives of answers' bodies past their heads by the lean HTTP engine (recv calls that got "
+     "bytes)",
+     C, SNAP(bs.recvs)},
     {"store_resolves",
      "host name lookups the lean HTTP engine made (off its thread; an answer is kept 60 s)", C,
      SNAP(bs.resolves)},

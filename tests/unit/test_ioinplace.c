@@ -3,9 +3,11 @@
  * (backend/backend_io_lean.c, recv_some): a sink that offers memory and never pauses
  * (backend_read_version_async_mem without BACKEND_READ_PAUSABLE: the stage's reads,
  * cachetier_memread.c) gets the body's rest in one receive, not in pieces of the engine's
- * 64 KiB buffer; a pausable one (a fill's) still gets at most the buffer's size a receive
- * (a paused piece is held there). Each receive of body bytes is one delivery to the sink,
- * so deliveries count the receives.
+ * 64 KiB buffer; a pausable one (a fill's) gets up to 128 KiB a receive (LEAN_PAUSABLE_RECV:
+ * a fill's buffer whole, not two receives of the engine's buffer's size), and a piece it
+ * refuses that is longer than the engine's buffer is held in a copy of its own. Each receive
+ * of body bytes is one delivery to the sink, so deliveries count the receives, and so does
+ * the counter of them (backend_stats.recvs: store_recvs) past the head's receive.
  *
  * A server thread on 127.0.0.1 answers ranged GETs on one kept-alive connection of a
  * seeded random object, and sees the client's socket itself (this process's fd whose port
@@ -22,13 +24,20 @@
  *     rest: exactly 3 deliveries (the head's, the first part's rest in one receive, the
  *     rest in one);
  *  3. ONE bytes, pausable (a fill's kind): no mark at the send; the head alone is read,
- *     the mark set to the body's size, the body: 2 deliveries (64 KiB, then the rest);
+ *     the mark set to the body's size, the body: 1 delivery (all ONE bytes in the sink's
+ *     memory; 2 when a pausable receive asked at most 64 KiB);
  *  4. ONE bytes, pausable, served as 3, the sink offering no memory until its first
  *     delivery (a full fill's, whose piece is about to be held): that receive asks for one page
  *     (LEAN_NOMEM_RECV, NOMEM bytes, copied), not the engine's 64 KiB buffer, so a fill's
- *     connection touches one page of its buffer: 3 deliveries (NOMEM bytes, then 64 KiB
- *     and the rest in the sink's memory). Without that bound: 2 (64 KiB copied, the rest);
- *  5. an error answer (a 503 of a few bytes, far under the mark set at the send) to a read
+ *     connection touches one page of its buffer: 2 deliveries (NOMEM bytes, then the rest in
+ *     the sink's memory; 3 at 64 KiB a receive). Without that bound: 2 (64 KiB copied, the
+ *     rest);
+ *  5. ONE bytes, pausable, served as 3, the sink refusing the piece received in its memory
+ *     (BACKEND_SINK_FULL, its backend_sink_ready at once): the piece, longer than the
+ *     engine's buffer, is held in a copy and offered again at the resume: 1 delivery, all
+ *     ONE bytes copied, none in the sink's memory, 1 pause and 1 resume (held in the 64 KiB
+ *     buffer instead, it would overrun it: ASan);
+ *  6. an error answer (a 503 of a few bytes, far under the mark set at the send) to a read
  *     that is not pausable: read by the stall bound's tick (at most a second: STALL_S 60
  *     makes it 1 s), the read ends with an error, not a stall (WAIT_S is under STALL_S).
  *     Last: the store is down after it (its breaker).
@@ -62,7 +71,8 @@
 #define TAIL	(4 * KIB) /* more than a head: the last bytes of a body, sent last */
 #define HEADRX	2048	  /* LEAN_HEAD_RECV (backend_io_lean.c): the head's receive */
 #define NOMEM	4096	  /* LEAN_NOMEM_RECV (backend_io_lean.c) */
-#define NREADS	5
+#define NREADS	6
+#define ERR503	5 /* the 503's read (the last: the store is down after it) */
 #define WAIT_S	30
 #define STALL_S 60
 
@@ -72,12 +82,14 @@ struct rd {
 	atomic_uint calls;  /* deliveries of bytes to the sink */
 	atomic_uint offers; /* deliveries whose bytes were in the offered memory */
 	int nomem;	    /* mem offers none until the first delivery */
+	int refuse;	    /* the first piece in its memory refused (BACKEND_SINK_FULL) */
 	uint64_t off;
 	size_t len;
 	unsigned char buf[OBJ];
 };
 
 static unsigned char body[OBJ];
+static struct backend *be;
 
 static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 {
@@ -87,6 +99,11 @@ static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 		return 0;
 	if (off < r->off || off - r->off + len > r->len)
 		return -EIO;
+	if (r->refuse && buf == r->buf + (off - r->off)) {
+		r->refuse = 0;
+		backend_sink_ready(be);
+		return BACKEND_SINK_FULL;
+	}
 	if (buf == r->buf + (off - r->off))
 		atomic_fetch_add(&r->offers, 1);
 	else
@@ -171,7 +188,7 @@ static void *serve(void *arg)
 			FAIL("request %d: range %u-%u", i + 1, a, b);
 		s->cur = i;
 		s->mark = (int)(r->len < MARK ? r->len : MARK);
-		if (i == 4) { /* an error answer under the mark set at the send */
+		if (i == ERR503) { /* an error answer under the mark set at the send */
 			static const char e503[] = "HTTP/1.1 503 Service Unavailable\r\n"
 						   "Content-Length: 5\r\n\r\nbusy\n";
 
@@ -180,7 +197,7 @@ static void *serve(void *arg)
 			httpsrv_send(s->c, e503, sizeof(e503) - 1, "a 503");
 			continue;
 		}
-		if (i == 2 || i == 3) { /* pausable: the head alone, then the body */
+		if (i >= 2 && i <= 4) { /* pausable: the head alone, then the body */
 			httpsrv_head206(s->c, a, b, OBJ, "", "a head");
 			if (httpsrv_wait_for(head_read, s, WAIT_S) < 0 ||
 			    httpsrv_wait_for(mark_is, s, WAIT_S) < 0)
@@ -224,17 +241,18 @@ static void *serve(void *arg)
 int main(void)
 {
 	struct backend_stats st0, st1;
-	struct backend *be;
 	struct srv s = {0};
 	pthread_t srv;
 	unsigned port;
-	static const uint64_t offs[NREADS] = {1000, 4096 + 7, 333, 777, 5000};
-	static const size_t lens[NREADS] = {ONE, TWO, ONE, ONE, ONE};
-	static const unsigned flags[NREADS] = {0, 0, BACKEND_READ_PAUSABLE, BACKEND_READ_PAUSABLE,
-					       0};
+	static const uint64_t offs[NREADS] = {1000, 4096 + 7, 333, 777, 2021, 5000};
+	static const size_t lens[NREADS] = {ONE, TWO, ONE, ONE, ONE, ONE};
+	static const unsigned flags[NREADS] = {
+	    0, 0, BACKEND_READ_PAUSABLE, BACKEND_READ_PAUSABLE, BACKEND_READ_PAUSABLE, 0};
 	/* deliveries: the head's receive's share of the body (copied; read 4: the receive the
-	 * sink offered no memory for), then receives in the sink's memory */
-	static const unsigned want_calls[NREADS] = {2, 3, 2, 3, 0};
+	 * sink offered no memory for; read 5: the refused piece, from its copy), then receives
+	 * in the sink's memory */
+	static const unsigned want_calls[NREADS] = {2, 3, 1, 2, 1, 0};
+	static const unsigned want_pauses[NREADS] = {0, 0, 0, 0, 1, 0};
 
 	httpsrv_fill(body, OBJ, 37);
 	s.lfd = httpsrv_listen(4, &port);
@@ -247,6 +265,7 @@ int main(void)
 		memset(s.r[i]->buf, 0xa5, sizeof(s.r[i]->buf));
 	}
 	s.r[3]->nomem = 1;
+	s.r[4]->refuse = 1;
 	be = httpsrv_lean_store(port, WAIT_S, STALL_S);
 	if (pthread_create(&srv, NULL, serve, &s) != 0)
 		FAIL("server thread");
@@ -258,9 +277,9 @@ int main(void)
 					       mem, r, httpsrv_done, &r->end);
 		httpsrv_wait_done(&r->end, WAIT_S, "a read");
 		backend_get_stats(be, &st1);
-		if (i == 4) { /* the 503: an error, read by the tick, no byte delivered */
+		if (i == ERR503) { /* the 503: an error, read by the tick, no byte delivered */
 			CHECK(r->end.err < 0 && atomic_load(&r->calls) == 0,
-			      "read 5 (a 503): err %d (%s), %u deliveries (want an error, 0)",
+			      "read 6 (a 503): err %d (%s), %u deliveries (want an error, 0)",
 			      r->end.err, strerror(-r->end.err), atomic_load(&r->calls));
 			continue;
 		}
@@ -272,9 +291,11 @@ int main(void)
 		{
 			/* reads 1 and 2: the head's receive brought HEADRX - the head's bytes of
 			 * body (copied from the engine's buffer); read 3: its head came alone;
-			 * read 4: NOMEM bytes with no memory offered */
+			 * read 4: NOMEM bytes with no memory offered; read 5: all of it from
+			 * the refused piece's copy */
 			size_t cp = i == 2   ? 0
 				    : i == 3 ? NOMEM
+				    : i == 4 ? lens[i]
 					     : HEADRX - head_len((unsigned)offs[i],
 								 (unsigned)(offs[i] + lens[i] - 1));
 			unsigned offers = want_calls[i] - (cp ? 1 : 0);
@@ -291,6 +312,16 @@ int main(void)
 			      (unsigned long long)(st1.recv_inplace_bytes - st0.recv_inplace_bytes),
 			      (unsigned long long)(st1.recv_copied_bytes - st0.recv_copied_bytes),
 			      want_calls[i], offers, lens[i] - cp, cp);
+			/* receives of body past the head: the deliveries but the head's
+			 * receive's share (reads 1 and 2) */
+			CHECK(st1.recvs - st0.recvs == want_calls[i] - (i < 2),
+			      "read %d: %llu receives of body (store_recvs), want %u", i + 1,
+			      (unsigned long long)(st1.recvs - st0.recvs), want_calls[i] - (i < 2));
+			CHECK(st1.pauses - st0.pauses == want_pauses[i] &&
+				  st1.resumes - st0.resumes == want_pauses[i],
+			      "read %d: %llu pauses, %llu resumes (want %u each)", i + 1,
+			      (unsigned long long)(st1.pauses - st0.pauses),
+			      (unsigned long long)(st1.resumes - st0.resumes), want_pauses[i]);
 		}
 	}
 	pthread_join(srv, NULL);
