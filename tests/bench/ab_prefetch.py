@@ -12,7 +12,8 @@ BIN: shardfs binaries (release builds; compare.sh makes build-bench-REV/shardfs)
 prefetch: the daemon's CPU per GB filled from its threads' schedstat run time (exact, not 10 ms
 ticks), by thread name (shardfs-io, the store's I/O loop; shardfs-write, the fill writer;
 shardfs, the main and FUSE threads), its context switches and minor page faults per GB, the
-fill transfers paused and resumed (store_pauses/store_resumes), the fill buffers' pool's 2 MiB mappings (fresh memory:
+fill transfers paused and resumed (store_pauses/store_resumes), the lean engine's body receives
+per GB (store_recvs, '-' for a build without it), the fill buffers' pool's 2 MiB mappings (fresh memory:
 cache_fill_pool_maps, '-' for a build without it), the wall time and the load average (1 min). --curl adds
 a side: curl of each shard to a file, 8 at a time, its CPU (rusage) per GB written (L4's
 ratio). --perf DIR: `perf record -g -F 4999` of the daemon over each prefetch, into
@@ -89,6 +90,7 @@ def one_prefetch(a, a0, emu, name, r):
         fetched = int(m.stat('bytes_fetched'))
         pauses = '%s/%s' % (m.stat_or('store_pauses', '-'), m.stat_or('store_resumes', '-'))
         maps = m.stat_or('cache_fill_pool_maps', '-')
+        recvs = m.stat_or('store_recvs', None)
     finally:
         m.umount()
     if fetched != a.total:
@@ -100,7 +102,8 @@ def one_prefetch(a, a0, emu, name, r):
     # the writer's sem_wait)
     wk = {k: (w1[k][0] - w0.get(k, [0, 0])[0]) / gb for k in w1}
     return dict(cpu=sum(per.values()), per=per, sw=sw, wk=wk, flt=(f1 - f0) / gb, secs=secs,
-                pauses=pauses, maps=maps, load=os.getloadavg()[0])
+                pauses=pauses, maps=maps, load=os.getloadavg()[0],
+                recvs='%.0f' % (int(recvs) / gb) if recvs is not None else '-')
 
 
 def one_curl(a, emu):
@@ -111,7 +114,7 @@ def one_curl(a, emu):
     secs, cpu = lb.curl_pool(jobs, len(jobs))
     shutil.rmtree(dl)
     return dict(cpu=cpu / (a.total / 1e9), per={}, sw=0, wk={}, flt=0, secs=secs, pauses='-', maps='-',
-                load=os.getloadavg()[0])
+                load=os.getloadavg()[0], recvs='-')
 
 
 def main():
@@ -163,9 +166,9 @@ def main():
                     x = one_prefetch(a, a0, emu, name, r)
                 res[name].append(x)
                 print('r%d %-10s %.3f CPU-s/GB %.2f s, switches/GB %.0f, faults/GB %.0f, '
-                      'pauses/resumes %s, pool maps %s, load %.1f  %s' % (
+                      'pauses/resumes %s, pool maps %s, body receives/GB %s, load %.1f  %s' % (
                           r, name, x['cpu'], x['secs'], x['sw'], x['flt'], x['pauses'],
-                          x['maps'], x['load'], ' '.join('%s=%.3f' % (k, v) for k, v in
+                          x['maps'], x['recvs'], x['load'], ' '.join('%s=%.3f' % (k, v) for k, v in
                                               sorted(x['per'].items()) if v >= 0.001)),
                       flush=True)
                 if x['wk']:

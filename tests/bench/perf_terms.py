@@ -2,7 +2,7 @@
 
     python3 perf_terms.py PERF.DATA [PERF.DATA...]
 
-PERF.DATA: `perf record -g -p DAEMON` over the epoch (link_bench.py's --perf profiles are
+PERF.DATA: `perf record -g -p DAEMON` over the epoch (or a prefetch: ab_prefetch.py --perf) (link_bench.py's --perf profiles are
 flat: record one by hand, or the daemon-profile section of README.md says how). Each sample
 goes to its thread (the FUSE threads `shardfs`, the I/O loop `shardfs-io`, the others by
 name) and to the first term below whose function is anywhere in its call chain; samples in
@@ -24,6 +24,17 @@ TERMS = [
     ('shardfs-io', 'setsockopt', ('__sys_setsockopt',)),
     ('shardfs-io', 'epoll_wait, switches', ('do_epoll_wait', '__schedule')),
     ('shardfs-io', 'softirqs (pacing timers, loopback)', ('handle_softirqs',)),
+    ('shardfs-io', 'futex (the writer\'s sem_post)', ('__x64_sys_futex',)),
+    ('shardfs-io', 'epoll_ctl (pauses, resumes)', ('__x64_sys_epoll_ctl',)),
+    ('shardfs-write', 'page faults', ('asm_exc_page_fault',)),
+    ('shardfs-write', 'pwritev: the copy into the page cache', ('copy_folio_from_iter_atomic',)),
+    ('shardfs-write', 'pwritev: ext4\'s write_begin (delayed allocation, buffer heads)',
+     ('ext4_da_write_begin',)),
+    ('shardfs-write', 'pwritev: the rest', ('__x64_sys_pwritev', '__x64_sys_pwrite64')),
+    ('shardfs-write', 'CRC32C', ('crc_vpclmul', 'crc_sse42x3', 'crc_sse42', 'crc_table')),
+    ('shardfs-write', 'fcntl (unit locks)', ('__x64_sys_fcntl',)),
+    ('shardfs-write', 'futex, switches (sem_wait, locks)', ('__x64_sys_futex', '__schedule')),
+    ('shardfs-write', 'softirqs', ('handle_softirqs',)),
     ('shardfs', 'reply writev: the copy', ('fuse_copy_do',)),
     ('shardfs', 'reply writev: per-page fill (pin, request lock)', ('fuse_copy_fill',)),
     ('shardfs', 'reply writev: the rest (the reader\'s wake-up)', ('fuse_dev_write',)),
