@@ -179,14 +179,6 @@ static int local_beneath(int rootfd, const char *key, int flags)
 			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
 	int fd;
 
-#if SHARDFS_TEST_BACKENDS
-	static int test_fallback = -1; /* the fallback, tested on this kernel too */
-
-	if (test_fallback < 0)
-		test_fallback = getenv("SHARDFS_TEST_NO_OPENAT2") != NULL;
-	if (test_fallback)
-		atomic_store_explicit(&no_openat2, 1, memory_order_relaxed);
-#endif
 	if (!atomic_load_explicit(&no_openat2, memory_order_relaxed)) {
 		fd = (int)syscall(SYS_openat2, rootfd, key, &how, sizeof(how));
 		if (fd >= 0)
@@ -694,6 +686,12 @@ int backend__local_open(struct backend *be, const char *root)
 	char *abs;
 	int fd;
 
+#if SHARDFS_TEST_BACKENDS
+	/* the fallback, tested on this kernel too: decided once, at open, before
+	 * any thread reads below the root */
+	if (getenv("SHARDFS_TEST_NO_OPENAT2"))
+		atomic_store_explicit(&no_openat2, 1, memory_order_relaxed);
+#endif
 	fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
