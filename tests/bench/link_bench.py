@@ -1026,11 +1026,13 @@ CHILDREN = []  # epoch processes running (own sessions): killed with their worke
 
 def drop_caches():
     """Drop the kernel's page cache (root only), then read the store's files again: the next
-    epoch reads through the mount, the store still answers from memory."""
+    epoch reads through the mount, the store still answers from memory. The page cache only
+    (1), not the dentries and inodes (3): a training job's next epoch keeps its dentries, and
+    with them dropped every open of the next epoch went to the daemon as a LOOKUP again."""
     try:
         os.sync()
         with open('/proc/sys/vm/drop_caches', 'w') as f:
-            f.write('3\n')
+            f.write('1\n')
     except OSError:
         return
     for p in STORE_FILES:
