@@ -487,6 +487,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "reply's hold or its fetch ended",
      C, SNAP(stage.room_waits)},
     {"plan_stage_peak_bytes", "the most memory the stage held", G, SNAP(stage.peak)},
+    {"plan_stage_chunks",
+     "2 MiB chunks of the stage's region faulted in since the mount (each once: its memory "
+     "zeroed by the kernel)",
+     C, SNAP(stage.buf_chunks)},
     {"plan_stage_mem_bytes", "memory the stage holds now", G, SNAP(stage.now)},
     {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",
      CTL_GAUGE_MS, SNAP(link_ttfb_ms)},

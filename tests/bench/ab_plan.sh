@@ -131,7 +131,7 @@ for f in sorted(glob.glob(os.path.join(d, 'r*-*.err'))):
         rec.update(zip(('cpu loader', 'cpu daemon', 'cpu emulator'), map(float, m.groups()[:3])))
         rec['switches'] = int(m.group(4))
         rec['switches per sample'] = rec['switches'] / max(rec['samples'], 1)
-        for ln2 in txt[i + 1:i + 9]:
+        for ln2 in txt[i + 1:i + 12]:
             if 'epoch (' in ln2:
                 break
             m = re.search(r'minor page faults: (\d+)', ln2)
@@ -139,6 +139,13 @@ for f in sorted(glob.glob(os.path.join(d, 'r*-*.err'))):
                 rec['minor faults'] = int(m.group(1))
             if 'page cache was dropped' in ln2:
                 rec['dropped'] = 1
+            # the stage's peak and its region's chunks faulted in (plan_stage_chunks)
+            m = re.search(r'plan_stage_peak_bytes, since the mount\): (\d+)', ln2)
+            if m:
+                rec['stage peak MB'] = int(m.group(1)) / 1e6
+            m = re.search(r'plan_stage_chunks, since the mount\): (\d+)', ln2)
+            if m:
+                rec['stage chunks'] = int(m.group(1))
             if 'daemon CPU s by thread' in ln2:
                 for k, v in re.findall(r'(\S+) ([\d.]+)(?:,|$)', ln2.split('thread: ')[1]):
                     rec['cpu ' + k] = float(v)

@@ -1311,6 +1311,10 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None, how=None):
             if peak:
                 log('... the stage\'s peak memory (plan_stage_peak_bytes, since the mount): %s'
                     % peak.group(1))
+            chunks = re.search(r'"plan_stage_chunks":\s*"?(\d+)', m.stats())
+            if chunks:
+                log('... the stage\'s 2 MiB chunks faulted in (plan_stage_chunks, since the '
+                    'mount): %s' % chunks.group(1))
             if len(e.loader_split) == 11:
                 log('... loader: ' + loader_note(e.loader_split))
             if s1[7] != s0[7]:  # the kernel's LOOKUPs and page cache gone mid-epoch

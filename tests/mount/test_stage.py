@@ -15,7 +15,8 @@ GROUP:
           spans staged (one GET each, 12 x (sample + its tar header) bytes), every read answered
           from the stage, no fill, no eviction, no punch, no byte written to the cache, no miss;
           the stage's peak within --plan-memory (the lookahead, half of it, is less than one
-          sample: each batch stages one or two samples whole)
+          sample: each batch stages one or two samples whole); the region's two 2 MiB chunks
+          faulted in, each once (plan_stage_chunks 2)
   small   --plan-memory 1M, a stage smaller than one span: nothing staged, the 12 spans counted
           as not fitting and fetched through the cache; exact bytes
   weak    nginx's mtime-derived ETags without --weak-etag trust: nothing staged (the cache's weak
@@ -184,6 +185,10 @@ def group_epoch(env, ck):
                   'the peak (%d) holds the first batch (two samples) and stays within '
                   '--plan-memory' % st['plan_stage_peak_bytes'])
             ck.eq('every staged span freed once read', st['plan_stage_mem_bytes'], 0)
+            # the region of 4M is two 2 MiB chunks, and the peak (two samples' buffers) is
+            # over one: both faulted in, each once
+            ck.eq('the region\'s chunks faulted in (plan_stage_chunks)',
+                  st['plan_stage_chunks'], 2)
     finally:
         ng.stop()
 
@@ -211,6 +216,8 @@ def group_small(env, ck):
             ck.eq('none for the region\'s fragmentation (each is over --plan-memory)',
                   d['plan_stage_nofit'], 0)
             ck.eq('no read from the stage', d['plan_stage_reads'], 0)
+            ck.eq('no chunk of the stage\'s region faulted in (plan_stage_chunks)',
+                  m.stats()['plan_stage_chunks'], 0)
             ck.ok(d['fills'] > 0, 'the spans went through the cache (%d fills)' % d['fills'])
             ck.eq('read_errors', d['read_errors'], 0)
     finally:
