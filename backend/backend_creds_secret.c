@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -240,12 +241,13 @@ static void regs_clear_sse(void)
 			     : XMM_0_15);
 }
 
+/* 0 sse, 1 avx, 2 avx512f, -1 not known yet (threads that race store the
+ * same value) */
+static atomic_int regs_kind = -1;
+
 void backend__creds_regs_clear(void)
 {
-	/* 0 sse, 1 avx, 2 avx512f, -1 not known yet (threads that race store
-	 * the same value) */
-	static int kind_cache = -1;
-	int kind = __atomic_load_n(&kind_cache, __ATOMIC_RELAXED);
+	int kind = atomic_load_explicit(&regs_kind, memory_order_relaxed);
 
 	if (kind < 0) {
 		__builtin_cpu_init();
@@ -253,7 +255,7 @@ void backend__creds_regs_clear(void)
 			kind = 2;
 		else
 			kind = __builtin_cpu_supports("avx") ? 1 : 0;
-		__atomic_store_n(&kind_cache, kind, __ATOMIC_RELAXED);
+		atomic_store_explicit(&regs_kind, kind, memory_order_relaxed);
 	}
 	if (kind == 2)
 		regs_clear_avx512();

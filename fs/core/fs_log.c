@@ -12,6 +12,7 @@
  */
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -76,8 +77,10 @@ static int quote_unit(const unsigned char *p, char *unit, int *adv)
 	return len;
 }
 
-static int log_fd = 2;
-static int log_debug;
+/* set at the daemon's start (core_log_open, fs_core.c), when the cache
+ * tier's threads may log already: atomic */
+static atomic_int log_fd = 2;
+static atomic_int log_debug;
 
 int fs_log_open_file(const char *path)
 {
@@ -85,18 +88,18 @@ int fs_log_open_file(const char *path)
 
 	if (fd < 0)
 		return -1;
-	log_fd = fd;
+	atomic_store_explicit(&log_fd, fd, memory_order_relaxed);
 	return 0;
 }
 
 int fs_log_fd(void)
 {
-	return log_fd;
+	return atomic_load_explicit(&log_fd, memory_order_relaxed);
 }
 
 void fs_log_set_debug(int on)
 {
-	log_debug = on;
+	atomic_store_explicit(&log_debug, on, memory_order_relaxed);
 }
 
 void fs_log(enum fs_log_level lvl, const char *fmt, ...)
@@ -108,7 +111,7 @@ void fs_log(enum fs_log_level lvl, const char *fmt, ...)
 	va_list ap;
 	int n, m;
 
-	if (lvl == FS_LOG_DEBUG && !log_debug)
+	if (lvl == FS_LOG_DEBUG && !atomic_load_explicit(&log_debug, memory_order_relaxed))
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
@@ -128,7 +131,7 @@ void fs_log(enum fs_log_level lvl, const char *fmt, ...)
 	for (int i = 0, adv; i < m && (size_t)n + 5 < sizeof(line); i += adv)
 		n += quote_unit((const unsigned char *)msg + i, line + n, &adv);
 	line[n++] = '\n';
-	if (write(log_fd, line, (size_t)n) < 0) {
+	if (write(atomic_load_explicit(&log_fd, memory_order_relaxed), line, (size_t)n) < 0) {
 		/* nowhere left to report it */
 	}
 }

@@ -98,7 +98,7 @@ int fs_plan__read(struct fs *fs, struct fs_plan *p, const char *path, const stru
 /* fs_plan_read.c: lines a publish resolves at once at most (PLAN_BATCH, read
  * when a publish starts; a test's 1: each line resolved whole before the
  * next is read, in the file's order, as before batches). */
-extern uint32_t fs_plan__batch;
+extern _Atomic uint32_t fs_plan__batch; /* a test sets it between publishes */
 
 /* fs_plan_index.c: the shards plan file fd names, their indexes built
  * several at once (see there); fd is read from its start and left there.

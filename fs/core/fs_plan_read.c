@@ -272,7 +272,7 @@ static int resolve_name(struct fs *fs, const char *path, size_t len, struct plan
 #define PLAN_BATCH	(16u << 10)
 #define PLAN_BATCH_TEXT (1u << 20)
 
-uint32_t fs_plan__batch = PLAN_BATCH;
+_Atomic uint32_t fs_plan__batch = PLAN_BATCH;
 
 /* A line of the batch (plan_flush). */
 struct plan_pending {
@@ -594,7 +594,8 @@ static int plan_read(struct plan_reader *r, const char *path)
 	}
 	r->p->fnv = DISK_FNV64_INIT;
 	r->lineno = 1;
-	r->batch = fs_plan__batch ? fs_plan__batch : 1;
+	r->batch = atomic_load_explicit(&fs_plan__batch, memory_order_relaxed);
+	r->batch = r->batch ? r->batch : 1;
 	while (err == 0) {
 		ssize_t n = disk_read_some(fd, buf, PLAN_CHUNK);
 		size_t i = 0;

@@ -119,11 +119,12 @@ static int ll_is_answer(int err)
  * At most FAIL_LOG_PER_S lines a second (a store that is down fails every
  * read); the rest are only counted. */
 #define FAIL_LOG_PER_S 10
+static _Atomic int64_t fail_sec;	      /* the second of the lines counted in fail_in_sec */
+static atomic_uint fail_in_sec, fail_dropped; /* lines in it; not logged since the last */
+
 static void reply_fail(fuse_req_t req, struct fs *fs, enum ll_op op, fuse_ino_t ino,
 		       const char *detail, int err)
 {
-	static _Atomic int64_t sec;
-	static atomic_uint in_sec, dropped;
 	char what[1024];
 	struct timespec ts;
 	unsigned skipped;
@@ -148,14 +149,14 @@ static void reply_fail(fuse_req_t req, struct fs *fs, enum ll_op op, fuse_ino_t 
 	}
 	fuse_reply_err(req, err);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (atomic_exchange(&sec, (int64_t)ts.tv_sec) != (int64_t)ts.tv_sec)
-		atomic_store(&in_sec, 0);
-	if (atomic_fetch_add(&in_sec, 1) >= FAIL_LOG_PER_S) {
-		atomic_fetch_add(&dropped, 1);
+	if (atomic_exchange(&fail_sec, (int64_t)ts.tv_sec) != (int64_t)ts.tv_sec)
+		atomic_store(&fail_in_sec, 0);
+	if (atomic_fetch_add(&fail_in_sec, 1) >= FAIL_LOG_PER_S) {
+		atomic_fetch_add(&fail_dropped, 1);
 		return;
 	}
 	fs_op_describe(fs, ino, what, sizeof(what));
-	skipped = atomic_exchange(&dropped, 0);
+	skipped = atomic_exchange(&fail_dropped, 0);
 	fs_log(FS_LOG_WARN, "%s of %s%s failed: %s%s", ll_op_names[op], what, detail ? detail : "",
 	       strerror(err), skipped ? " (more failed requests not logged)" : "");
 }

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,7 +241,7 @@ int fs_client_ctl_escape(const char *in, char *out, size_t cap)
  * Returns what the mount's fs_ctl_command returned, or a negative errno. */
 int fs_client_ctl_send(int fd, const char *cmd)
 {
-	static char buf[FS_CTL_IOC_LEN];
+	char buf[FS_CTL_IOC_LEN];
 	int r;
 
 	if (strlen(cmd) >= sizeof(buf))
@@ -536,7 +537,7 @@ static int plan_progress_read(const char *mnt, struct plan_progress *p)
 	return err;
 }
 
-static volatile sig_atomic_t plan_sig;
+static atomic_int plan_sig; /* lock-free: a signal handler's store */
 
 static void plan_on_signal(int sig)
 {

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +84,7 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
  * handler is installed without SA_RESTART: a wait on the mount (the ioctl)
  * ends with EINTR, the mount having ended the wait at the kernel's
  * interrupt (fs_ctl.c), and the loop looks at this. */
-static volatile sig_atomic_t pf_stop_sig;
+static atomic_int pf_stop_sig; /* lock-free: a signal handler's store */
 
 static void pf_on_signal(int sig)
 {

@@ -235,8 +235,7 @@ static void scan_holders(const char *dir, dev_t dev, int say, struct holders *h)
  * negative errno. */
 static int umount_ctl(const char *dir, const char *line)
 {
-	static char buf[FS_CTL_IOC_LEN];
-	char path[PATH_MAX + 32];
+	char buf[FS_CTL_IOC_LEN], path[PATH_MAX + 32];
 	int fd, r;
 
 	snprintf(path, sizeof(path), "%s/.shardfs/control", dir);
