@@ -199,6 +199,21 @@ const char *backend_local_path(const struct backend *be);
  * not resolved): each listing opens it again (a source switched by a
  * rename or a symlink is followed). NULL for remote stores. */
 const char *backend_local_source(const struct backend *be);
+/* The directory that holds key in a local store, opened (O_RDONLY |
+ * O_DIRECTORY) below the root the last listing found by the rule every
+ * read follows (a symbolic link on the way is followed only while it stays
+ * inside the tree): a writer of a file beside key (a sidecar index) creates
+ * it relative to this fd, so a directory swapped for a link out of the
+ * tree is never written through. The fd (the caller closes it), *base
+ * pointing at key's last component; or -EXDEV (a link on the way leads
+ * out), -ENOENT, -ENOTDIR, -EINVAL (a remote store, or an empty or "."
+ * or ".." last component). */
+int backend_local_dirfd(struct backend *be, const char *key, const char **base);
+/* Symbolic links of a local store that its last whole listing refused:
+ * they lead out of the source directory (an absolute target, or ".." past
+ * its top), or, where openat2 is missing, any link below the top (*nofollow
+ * set then). 0 for remote stores. */
+uint64_t backend_local_refused(struct backend *be, int *nofollow);
 
 /* 1 when backend_read_version_async returns at once and ends the read on
  * the store's I/O thread (remote stores); 0 when it reads in the calling

@@ -680,6 +680,38 @@ const char *backend_local_source(const struct backend *be)
 	return be->local ? ((const struct local *)be->impl)->path : NULL;
 }
 
+int backend_local_dirfd(struct backend *be, const char *key, const char **base)
+{
+	struct local *l = be->impl;
+	const char *slash = strrchr(key, '/');
+	char dir[PATH_MAX];
+	size_t n = slash ? (size_t)(slash - key) : 0;
+
+	*base = slash ? slash + 1 : key;
+	if (!be->local || !**base || strcmp(*base, ".") == 0 || strcmp(*base, "..") == 0)
+		return -EINVAL;
+	if (n >= sizeof(dir))
+		return -ENAMETOOLONG;
+	memcpy(dir, key, n);
+	dir[n] = '\0';
+	return local_beneath(local_root(l), n ? dir : ".", O_RDONLY | O_DIRECTORY);
+}
+
+uint64_t backend_local_refused(struct backend *be, int *nofollow)
+{
+	struct local *l = be->impl;
+	uint64_t n = 0;
+
+	*nofollow = atomic_load_explicit(&no_openat2, memory_order_relaxed);
+	if (!be->local)
+		return 0;
+	disk_mutex_lock(&l->lock);
+	for (size_t i = 0; l->said && i < l->said->n; i++)
+		n += l->said->v[i].kind == 'x';
+	disk_mutex_unlock(&l->lock);
+	return n;
+}
+
 int backend__local_open(struct backend *be, const char *root)
 {
 	struct local *l;

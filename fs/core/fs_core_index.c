@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fs_i.h"
@@ -24,33 +25,53 @@ _Static_assert(FS_CODEC_RAW == (int)CACHETIER_RAW && FS_CODEC_GZIP == (int)CACHE
 		   FS_CODEC_ZSTD == (int)CACHETIER_ZSTD,
 	       "enum fs_codec is enum cachetier_codec");
 
-int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id)
+int fs_sidecar_write_at(int dirfd, const char *name, const struct shardidx *ix,
+			const struct fs_sidecar_id *id)
 {
 	char ident[256];
 	size_t identlen, len;
+	struct stat st;
 	void *buf;
 	int err = fs_sidecar_ident(id, ident, sizeof(ident), &identlen);
 
+	/* what lies at the name: nothing, or a sidecar of before; a symbolic
+	 * link (or anything else) is left as it is, not followed, not replaced
+	 * (the rename below would replace a link planted after this look, never
+	 * follow it) */
+	if (err == 0 && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+		err = S_ISLNK(st.st_mode) ? -ELOOP : S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST;
 	if (err == 0)
 		err = shardidx_save(ix, ident, identlen, &buf, &len);
 	if (err == 0) {
-		err = disk_write_atomic(AT_FDCWD, path, buf, len, 0644);
+		/* a temp file created O_EXCL beside it, renamed into place
+		 * (renameat relative to dirfd) */
+		err = disk_write_atomic(dirfd, name, buf, len, 0644);
 		free(buf);
 	}
 	return err;
 }
 
+int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id)
+{
+	return fs_sidecar_write_at(AT_FDCWD, path, ix, id);
+}
+
 /* Write shard i's index ix as its sidecar, with the identity of the file
  * as it is now (one that changed since it was indexed gets a sidecar that
- * no mount accepts): 0 or -errno; path gets the sidecar's path. */
+ * no mount accepts), in the shard's directory as the backend opens it
+ * below the source's top (backend_local_dirfd: a directory swapped for a
+ * link out of the tree is refused, -EXDEV): 0 or -errno; path gets the
+ * sidecar's path (for the messages). */
 static int index_sidecar(struct fs *fs, uint32_t i, const struct shardidx *ix, char *path,
 			 size_t size)
 {
 	const struct fs_obj *o = fs_obj(fs, fs_shard(fs, i)->obj);
 	struct fs_sidecar_id id;
-	int n, fd, err;
+	char name[NAME_MAX + 1];
+	const char *base;
+	int n, fd, dirfd, err;
 
-	n = snprintf(path, size, "%s/%s.idx", backend_local_path(fs->be), o->key);
+	n = snprintf(path, size, "%s/%s.idx", backend_local_source(fs->be), o->key);
 	if (n < 0 || (size_t)n >= size)
 		return -ENAMETOOLONG;
 	fd = backend_open_fd(fs->be, o->key);
@@ -60,8 +81,15 @@ static int index_sidecar(struct fs *fs, uint32_t i, const struct shardidx *ix, c
 	close(fd);
 	if (!err && id.size != o->info.size)
 		err = -ESTALE; /* changed while indexing: try again */
-	if (!err)
-		err = fs_sidecar_write(path, ix, &id);
+	if (err)
+		return err;
+	dirfd = backend_local_dirfd(fs->be, o->key, &base);
+	if (dirfd < 0)
+		return dirfd;
+	n = snprintf(name, sizeof(name), "%s.idx", base);
+	err = n < 0 || (size_t)n >= sizeof(name) ? -ENAMETOOLONG
+						 : fs_sidecar_write_at(dirfd, name, ix, &id);
+	close(dirfd);
 	return err;
 }
 

@@ -188,6 +188,11 @@ static void render_stats(struct fs *fs, const struct ctl_snapshot *s, struct out
 	out_json_str(o, SHARDFS_VERSION);
 	outf(o, ",\n  \"pid\": %d,\n  \"source\": ", (int)getpid());
 	out_json_str(o, backend_describe(fs->be));
+	/* a local source's path as given (made absolute): what each listing
+	 * opens again; a remote source's is its description */
+	outf(o, ",\n  \"source_path\": ");
+	out_json_str(o, backend_local_source(fs->be) ? backend_local_source(fs->be)
+						     : backend_describe(fs->be));
 	outf(o, ",\n  \"cache_dir\": ");
 	out_json_str(o, cachetier_dir(fs->ct));
 	outf(o, ",\n  \"layout\": \"%s\",\n  \"mount_time\": %" PRId64, fs_layout_of(fs)->name,

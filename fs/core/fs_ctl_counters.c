@@ -26,6 +26,10 @@ const struct ctl_counter fs_ctl_counters[] = {
     {"source_bytes", "bytes of all objects in the source", G, SNAP(source_bytes)},
     {"hidden_names", "names hidden by a conflict (x.tar and x.tar.gz, a shard and a directory)", G,
      FS(hidden_names)},
+    {"source_links_refused",
+     "symbolic links of a local source that its last listing refused: they lead out of the "
+     "source directory (where openat2 is missing: every link below its top)",
+     G, FS(source_links_refused)},
     {"source_offline", "1: the store was unreachable at mount, the listing came from the cache", G,
      SNAP(offline)},
     {"brace_learned",

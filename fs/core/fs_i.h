@@ -356,7 +356,10 @@ struct fs_counters {
 	/* cache files that could not be opened: the cache directory was
 	 * removed under the mount (fs_shard.c, cache_gone) */
 	atomic_ullong cache_dir_gone;
-	atomic_ullong hidden_names;   /* entries hidden by a name conflict at the last listing */
+	atomic_ullong hidden_names; /* entries hidden by a name conflict at the last listing */
+	/* a local source's symbolic links its last listing refused (out of
+	 * the tree: backend_local_refused) */
+	atomic_ullong source_links_refused;
 	atomic_ullong xattr_requests; /* getxattr and listxattr requests */
 	/* loader indexes (fs_loaderidx.c): builds of samples.tsv and wids.json;
 	 * of the last build, shards left out of the DALI and wids indexes and

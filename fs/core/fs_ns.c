@@ -171,6 +171,18 @@ int fs_ns_refresh(struct fs *fs)
 		err = fs__ns_apply(fs, &l, 0);
 		if (err == 0)
 			fs->offline = 0;
+	} else if (backend_local_source(fs->be) &&
+		   (err == -ENOENT || err == -ENOTDIR || err == -EACCES)) {
+		/* the path each listing opens again (backend_local.c) */
+		fs_log(FS_LOG_WARN,
+		       "refresh of %s failed: the source directory %s %s (%s); the mount shows "
+		       "what it showed, read from the directory its last listing found (moved "
+		       "away: still read; removed: only what the cache holds)",
+		       backend_describe(fs->be), backend_local_source(fs->be),
+		       err == -ENOENT	 ? "is gone"
+		       : err == -ENOTDIR ? "is no longer a directory"
+					 : "cannot be opened",
+		       strerror(-err));
 	} else {
 		fs_log(FS_LOG_WARN, "refresh of %s failed: %s; the mount shows what it showed",
 		       backend_describe(fs->be), strerror(-err));

@@ -280,6 +280,11 @@ int fs__ns_list(struct fs *fs, struct listing *l, int initial)
 
 	if (err == 0)
 		err = backend_list(fs->be, fs__ns_list_cb, l);
+	if (err == 0 && backend_is_local(fs->be)) {
+		int nofollow;
+
+		atomic_store(&fs->c.source_links_refused, backend_local_refused(fs->be, &nofollow));
+	}
 
 	if (initial && !backend_is_local(fs->be) && err == -EIO) {
 		/* the store is unreachable or failing (refusals, bad certificates

@@ -252,18 +252,62 @@ int fs_client_ctl_send(int fd, const char *cmd)
 	return r < 0 ? -errno : r;
 }
 
-/* The counters 'shardfs refresh' reports, from a stats snapshot. */
-static int refresh_counts(const char *mnt, uint64_t v[5])
+/* The counters 'shardfs refresh' reports, from a stats snapshot (src, when
+ * not NULL: the source's path as given, srcsize bytes). */
+#define REFRESH_COUNTS 6
+static int refresh_counts(const char *mnt, uint64_t v[REFRESH_COUNTS], char *src, size_t srcsize)
 {
-	static const char *const keys[] = {"refresh_added", "refresh_removed", "refresh_changed",
-					   "objects", "shards"};
+	static const char *const keys[REFRESH_COUNTS] = {"refresh_added",   "refresh_removed",
+							 "refresh_changed", "objects",
+							 "shards",	    "source_links_refused"};
 	struct fs_stats_doc stats;
 	int err = fs_mnt_read_stats(mnt, &stats);
 
-	for (int i = 0; err == 0 && i < 5; i++)
+	for (int i = 0; err == 0 && i < REFRESH_COUNTS; i++)
 		err = fs_stats_u64(&stats, keys[i], &v[i]);
+	if (err == 0 && src) {
+		const char *p = fs_stats_get(&stats, "source_path");
+
+		snprintf(src, srcsize, "%s", p ? p : "");
+	}
 	fs_stats_doc_free(&stats);
 	return err;
+}
+
+/* A refresh failed with err: say why (which path is gone, for a local
+ * source), what the mount shows now (the listing of its last mount or
+ * refresh, counts), from the counters still readable. */
+static void refresh_say_failed(const char *arg, const char *mnt, int err,
+			       const uint64_t before[REFRESH_COUNTS], const char *src)
+{
+	int local = src[0] == '/';
+
+	if (local && (err == -ENOENT || err == -ENOTDIR || err == -EACCES)) {
+		fprintf(stderr,
+			"shardfs: refresh of %s failed: its source directory %s %s (%s); the "
+			"mount still shows the listing of its last mount or refresh (%" PRIu64
+			" %s, %" PRIu64 " %s), read from the directory that listing found "
+			"(moved away: still read; removed: only what the cache holds); put "
+			"the directory back and run 'shardfs refresh' again, or unmount\n",
+			FS_Q(arg), FS_Q(src),
+			err == -ENOENT	  ? "is gone"
+			: err == -ENOTDIR ? "is no longer a directory"
+					  : "cannot be opened",
+			strerror(-err), before[3], fs_plural(before[3], "object", "objects"),
+			before[4], fs_plural(before[4], "shard", "shards"));
+		return;
+	}
+	fprintf(stderr,
+		"shardfs: refresh of %s failed: %s; the mount still shows the listing of its "
+		"last mount or refresh (%" PRIu64 " %s, %" PRIu64 " %s) (see the mount's log)\n",
+		FS_Q(arg),
+		err == -EIO	? "the source cannot be listed"
+		: err == -ELOOP ? "the source is now the mount point, inside it, or holds it (its "
+				  "listing would read the mount itself)"
+				: strerror(-err),
+		before[3], fs_plural(before[3], "object", "objects"), before[4],
+		fs_plural(before[4], "shard", "shards"));
+	(void)mnt;
 }
 
 /* 'shardfs refresh MOUNTPOINT': send "refresh" on the control file (it
@@ -271,9 +315,9 @@ static int refresh_counts(const char *mnt, uint64_t v[5])
  * changed, from the counters before and after. */
 int fs_refresh_main(int argc, char **argv)
 {
-	uint64_t before[5], after[5];
+	uint64_t before[REFRESH_COUNTS], after[REFRESH_COUNTS];
 	struct fs_mnt m;
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX + 32], src[PATH_MAX + 32];
 	int fd, err,
 	    rc = fs_client_usage(
 		&argc, &argv, "refresh MOUNTPOINT",
@@ -288,7 +332,7 @@ int fs_refresh_main(int argc, char **argv)
 		return 1;
 	snprintf(path, sizeof(path), "%s/.shardfs/control", m.dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	err = fd < 0 ? -errno : refresh_counts(m.dir, before);
+	err = fd < 0 ? -errno : refresh_counts(m.dir, before, src, sizeof(src));
 	if (err < 0) {
 		fs_client_say_not_usable(argv[0], &m, -err);
 		if (fd >= 0)
@@ -298,26 +342,29 @@ int fs_refresh_main(int argc, char **argv)
 	err = fs_client_ctl_send(fd, "refresh\n");
 	close(fd);
 	if (err < 0) {
-		fprintf(stderr, "shardfs: refresh of %s failed: %s (see the mount's log)\n",
-			FS_Q(argv[0]),
-			err == -EIO ? "the source cannot be listed"
-			: err == -ELOOP
-			    ? "the source is now the mount point, inside it, or holds it (its "
-			      "listing would read the mount itself)"
-			    : strerror(-err));
+		refresh_say_failed(argv[0], m.dir, err, before, src);
 		fs_client_say_cache_gone("refresh", m.dir);
 		return 1;
 	}
-	err = refresh_counts(m.dir, after);
+	err = refresh_counts(m.dir, after, NULL, 0);
 	if (err < 0) {
 		fs_client_say_lost("", argv[0], err);
 		return 1;
 	}
 	printf("refreshed %s: %" PRIu64 " new, %" PRIu64 " removed, %" PRIu64 " changed; %" PRIu64
-	       " %s, %" PRIu64 " %s\n",
+	       " %s, %" PRIu64 " %s",
 	       FS_Q(argv[0]), after[0] - before[0], after[1] - before[1], after[2] - before[2],
 	       after[3], fs_plural(after[3], "object", "objects"), after[4],
 	       fs_plural(after[4], "shard", "shards"));
+	/* links the listing refused: the paths they are at are not in the
+	 * mount, and the user may expect them (each named in the log) */
+	if (after[5])
+		printf("; %" PRIu64 " symbolic %s refused: %s out of the source directory "
+		       "(an absolute target, or one past its top; where openat2 is missing, "
+		       "every link below it): not listed, each named in the mount's log",
+		       after[5], fs_plural(after[5], "link", "links"),
+		       after[5] == 1 ? "it leads" : "they lead");
+	printf("\n");
 	return 0;
 }
 

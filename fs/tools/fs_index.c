@@ -76,7 +76,23 @@ static int index_loop_check(const char *source)
 static void index_say(const char *name, int sidecar, int err, void *arg)
 {
 	(void)arg;
-	if (sidecar)
+	if (sidecar && err == -ELOOP)
+		fprintf(stderr,
+			"shardfs: index: sidecar %s: a symbolic link is at its name: left as it "
+			"is, not followed, not replaced (remove it to write the sidecar)\n",
+			FS_Q(name));
+	else if (sidecar && err == -EXDEV)
+		fprintf(stderr,
+			"shardfs: index: sidecar %s: a directory on its path is a symbolic link "
+			"that leads out of the source directory: not written\n",
+			FS_Q(name));
+	else if (sidecar && (err == -EISDIR || err == -EEXIST))
+		fprintf(stderr,
+			"shardfs: index: sidecar %s: %s is at its name: left as it is, not "
+			"written\n",
+			FS_Q(name),
+			err == -EISDIR ? "a directory" : "a file that is not a regular one");
+	else if (sidecar)
 		fprintf(stderr, "shardfs: index: sidecar %s: %s\n", FS_Q(name), strerror(-err));
 	else
 		fprintf(stderr, "shardfs: index: %s: cannot index: %s\n", FS_Q(name),

@@ -74,15 +74,33 @@ size and its WebDataset sample key."""
 
 # ---- the mount --------------------------------------------------------------------------------
 
+def _gone(mountpoint):
+    """The OSError (ENOTCONN) of a mount whose daemon is gone: what happened, what cleans up."""
+    return OSError(errno.ENOTCONN, 'shardfs: the mount at %s does not answer: its daemon is '
+                   'gone (killed or crashed); \'shardfs umount %s\' cleans it up, then mount '
+                   'it again' % (mountpoint, mountpoint))
+
+
 def find_mountpoint(path):
     """The shardfs mount that holds path: the nearest directory at or above it that has
-    .shardfs/stats (reachable by name only: never listed). ValueError when there is none."""
+    .shardfs/stats (reachable by name only: never listed). ValueError when there is none;
+    OSError (ENOTCONN) when the mount that holds it has lost its daemon (killed -9: every
+    access says "Transport endpoint is not connected"), naming it and what cleans it up."""
     d = os.path.abspath(path)
-    if not os.path.isdir(d):
-        d = os.path.dirname(d)
     while True:
-        if os.path.isfile(os.path.join(d, '.shardfs', 'stats')):
+        try:
+            os.stat(os.path.join(d, '.shardfs', 'stats'))
             return d
+        except OSError as e:
+            if e.errno == errno.ENOTCONN:
+                # the nearest such directory is the mount point itself
+                while os.path.dirname(d) != d:
+                    try:
+                        os.stat(os.path.dirname(d))
+                        break
+                    except OSError:
+                        d = os.path.dirname(d)
+                raise _gone(d) from None
         up = os.path.dirname(d)
         if up == d:
             raise ValueError('%s is not inside a shardfs mount' % path)
@@ -91,8 +109,10 @@ def find_mountpoint(path):
 
 def control(mountpoint, line):
     """Send one command line to the mount (FS_CTL_IOC on .shardfs/control, opened read-only);
-    the ioctl's result. OSError with the mount's errno when it refuses the command. line: str
-    or bytes; a path in it goes through ctl_path()."""
+    the ioctl's result. OSError with the mount's errno when it refuses the command;
+    FileNotFoundError when mountpoint is no shardfs mount (no .shardfs/control), OSError
+    ENOTCONN when its daemon is gone, each naming mountpoint. line: str or bytes; a path in it
+    goes through ctl_path()."""
     data = line if isinstance(line, bytes) else os.fsencode(line)
     if not data.endswith(b'\n'):
         data += b'\n'
@@ -100,7 +120,17 @@ def control(mountpoint, line):
         raise ValueError('command line longer than %d bytes' % (FS_CTL_IOC_LEN - 1))
     buf = bytearray(FS_CTL_IOC_LEN)
     buf[:len(data)] = data
-    fd = os.open(os.path.join(mountpoint, '.shardfs', 'control'), os.O_RDONLY | os.O_CLOEXEC)
+    ctl = os.path.join(mountpoint, '.shardfs', 'control')
+    try:
+        fd = os.open(ctl, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, 'shardfs: %s is not a shardfs mount (no '
+                                '.shardfs/control); give the mount point' % (mountpoint,),
+                                ctl) from None
+    except OSError as e:
+        if e.errno == errno.ENOTCONN:
+            raise _gone(mountpoint) from None
+        raise
     try:
         return fcntl.ioctl(fd, FS_CTL_IOC, buf, True)
     finally:
@@ -425,6 +455,19 @@ class PlanSampler(_sampler_base()):
         if self.mountpoint is None:
             return
         idx = self.last_indices
+        n = len(self._lines)
+        bad = next((i for i in idx if not 0 <= i < n), None)
+        if bad is not None:
+            # an index with no path (a sampler over more items than paths has, or a
+            # negative one, which Python would take from the end): no plan, the sampler's
+            # order yielded all the same
+            e = IndexError('shardfs: the sampler yields index %d, but paths has %d %s (0 to '
+                           '%d): no plan published; give PlanSampler the dataset the sampler '
+                           'draws from' % (bad, n, 'path' if n == 1 else 'paths', n - 1))
+            if self.strict:
+                raise e
+            warnings.warn(str(e))
+            return
         try:
             self.last_plan = _publish(self.mountpoint, b''.join([self._lines[i] for i in idx]),
                                       [self.paths[i] for i in idx[:_MISSING_LOOKS]], self.name)

@@ -37,7 +37,7 @@ EXTERNAL = {
 }
 # docs/counters.md words in backticks with an underscore that are not counters (stats fields
 # that are not counters, option values).
-NOT_COUNTERS = {'cache_dir', 'mount_time'}
+NOT_COUNTERS = {'cache_dir', 'mount_time', 'source_path'}
 MAX_LINES = 1000
 
 

@@ -808,7 +808,7 @@ static void test_lazy_once(void)
  * reader takes the stats document back (and refuses what is not one). */
 static void test_counters(void)
 {
-	static const char *const header[] = {"version",	  "pid",    "source",
+	static const char *const header[] = {"version",	  "pid",    "source",	 "source_path",
 					     "cache_dir", "layout", "mount_time"};
 	struct fs *fs;
 	struct fs_stats_doc d;
@@ -827,7 +827,7 @@ static void test_counters(void)
 	CHECK(text && fs_stats_parse(text, &d) == 0, "stats parses");
 	free(text);
 	CHECK(d.n > 70, "%zu stats fields", d.n);
-	for (size_t i = 0; i < d.n && i < 6; i++)
+	for (size_t i = 0; i < d.n && i < 7; i++)
 		CHECK(strcmp(d.f[i].name, header[i]) == 0, "field %zu: %s", i, d.f[i].name);
 	CHECK(fs_stats_u64(&d, "lookups", &v) == 0 && v == 1234567, "lookups %" PRIu64, v);
 	CHECK(fs_stats_u64(&d, "pid", &v) == 0 && v == (uint64_t)getpid(), "pid");
@@ -838,7 +838,7 @@ static void test_counters(void)
 	/* each counter of stats is a family of metrics: NAME_total for a
 	 * counter, NAME for a gauge, NAME_seconds (a gauge) or NAME_seconds_total
 	 * (a counter) for NAME_ms */
-	for (size_t i = 6; i < d.n; i++) {
+	for (size_t i = 7; i < d.n; i++) {
 		const char *nm = d.f[i].name;
 		size_t nl = strlen(nm);
 		int ms = nl > 3 && strcmp(nm + nl - 3, "_ms") == 0;
@@ -880,7 +880,7 @@ static void test_counters(void)
 
 		for (const char *p = mx; (p = memmem(p, mxl - (size_t)(p - mx), "# TYPE ", 7)); p++)
 			n++;
-		CHECK(n == fams && n == d.n - 6, "%zu families, %zu counters", n, d.n - 6);
+		CHECK(n == fams && n == d.n - 7, "%zu families, %zu counters", n, d.n - 7);
 	}
 	fs_stats_doc_free(&d);
 
