@@ -121,6 +121,9 @@ struct backend_stats {
 	/* the lean engine's receives of an answer's body past its head that
 	 * got bytes (a recv system call each: test io-inplace) */
 	uint64_t recvs;
+	/* the lean engine's system calls that set a socket's receive mark
+	 * (SO_RCVLOWAT: a body's rest wakes the loop once; test io-marks) */
+	uint64_t marks;
 	/* the lean engine's host names: lookups made (off the I/O thread),
 	 * connections that took a kept answer instead, and lookups that found
 	 * no address */

@@ -403,3 +403,19 @@ int backend__h1_lines(const char *buf, size_t head_len,
 	}
 	return 0;
 }
+
+const char *backend__h1_location(const char *buf, size_t len)
+{
+	const char *p = memchr(buf, '\n', len), *end = buf + len;
+
+	while (p && ++p < end) {
+		if ((size_t)(end - p) > 9 && strncasecmp(p, "location:", 9) == 0) {
+			p += 9;
+			while (*p == ' ' || *p == '\t')
+				p++;
+			return p;
+		}
+		p = memchr(p, '\n', (size_t)(end - p));
+	}
+	return NULL;
+}

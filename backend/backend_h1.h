@@ -77,5 +77,8 @@ ssize_t backend__h1_head(const char *buf, size_t len, struct backend_h1_head *h)
  * at the first non-zero answer and returns it, else 0. */
 int backend__h1_lines(const char *buf, size_t head_len,
 		      int (*line)(void *arg, const char *l, size_t len), void *arg);
+/* The value of a complete head's Location header (buf[0, len): up to its CR, trimmed at the
+ * front; its status line is not a header), or NULL. */
+const char *backend__h1_location(const char *buf, size_t len);
 
 #endif

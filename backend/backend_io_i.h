@@ -510,6 +510,11 @@ struct backend_io {
 	unsigned lean_active;
 	uv_timer_t lean_tick;
 	unsigned lean_gen;
+	/* idle connections whose receive mark is not 1 yet (their last answer's): it goes back
+	 * to 1 just before the loop waits again (lean_prep), unless a request started on the
+	 * connection in this turn of the loop set its own (one system call a request, not two) */
+	unsigned lean_stale;
+	uv_prepare_t lean_prep;
 	/* its host names (backend_io_resolve.c): IO_RESOLVE_MAX entries, made
 	 * at the first name; res_closed: the loop is ending */
 	struct io_rent *rtab;
@@ -523,6 +528,7 @@ struct backend_io {
 	atomic_ullong n_connects, n_lean_attempts;
 	atomic_ullong n_recv_inplace, n_recv_copied; /* backend_stats.recv_*_bytes */
 	atomic_ullong n_recvs;			     /* backend_stats.recvs */
+	atomic_ullong n_marks;			     /* backend_stats.marks */
 	atomic_ullong n_resolves, n_resolve_hits, n_resolve_failures;
 	atomic_int resume_asked; /* backend_io_sink_ready: on_async asks the paused sinks */
 	atomic_int down_now;
@@ -538,12 +544,12 @@ struct backend_io {
 	struct backend_logger log; /* the breaker's two lines: down, up again */
 };
 
-/* Wake the loop for socket fd only once want bytes (at most IO_LOWAT_MAX,
- * at least 1) wait in its receive queue (SO_RCVLOWAT: epoll says readable
- * then, or at the peer's end or an error; a non-blocking recv still returns
- * what is there). *cur: fd's mark now (0: the kernel's 1); no system call
- * when it is already so. Loop thread. */
-void backend__io_lowat(int fd, int *cur, uint64_t want);
+/* Wake the loop for socket fd only once want bytes (at most max: IO_LOWAT_MAX, or 1;
+ * at least 1) wait in its receive queue (SO_RCVLOWAT: epoll says
+ * readable then, or at the peer's end or an error; a non-blocking recv still returns what is
+ * there). *cur: fd's mark now (0: the kernel's 1); no system call when it is already so
+ * (each one made is counted: backend_stats.marks). Loop thread. */
+void backend__io_lowat(struct backend_io *io, int fd, int *cur, uint64_t want, uint64_t max);
 
 /* backend_io_xfer.c */
 void backend__io_xfer_release(struct xfer *x); /* frees an ended xfer (its timer closed) */
@@ -597,11 +603,12 @@ void backend__io_curl_describe(CURLcode c, const char *url, const char *errbuf,
  * not one it takes (curl's then), 0 started, < 0 an errno; lean_detach:
  * the attempt's connection kept (its answer read whole) or closed;
  * lean_resume: a paused attempt's held bytes offered again (it may end);
- * lean_init/lean_shutdown: at open and at the loop's end */
+ * lean_init/lean_shutdown: its handles at open (whether it runs at all, io->lean, is
+ * backend_io_open's: --http-engine, no proxy in the environment) and at the loop's end */
 int backend__io_lean_start(struct xfer *x, const char *range);
 void backend__io_lean_detach(struct xfer *x);
 void backend__io_lean_resume(struct xfer *x);
-void backend__io_lean_init(struct backend_io *io, const struct backend_config *cfg);
+void backend__io_lean_init(struct backend_io *io);
 void backend__io_lean_shutdown(struct backend_io *io);
 /* backend_io_lean.c: the lookup w waited for ended: its n addresses (sa,
  * salen; NULL: it failed). Called by backend_io_resolve.c. */

@@ -42,13 +42,14 @@
  * backend__h1_head does not read (BACKEND_H1_UNSUP or not HTTP/1.x: 1xx, chunked, no
  * Content-Length, ...); LEAN_UNSUP_MAX such answers in a row leave every later request of the
  * store to curl. Past an answer's head the loop is woken for its body only once the body's rest
- * (up to IO_LOWAT_MAX) is in (the socket's SO_RCVLOWAT: on_readable), the mark back to 1 at the
- * answer's end (a pause keeps it); each tick asks for what is in, so bytes short of the mark wait
+ * (up to IO_LOWAT_MAX) is in (the socket's SO_RCVLOWAT: on_readable), the mark back to 1 when the
+ * connection stays idle until the loop waits (prep_cb; a request started on it at once sets its
+ * own: io-marks; a pause keeps it); each tick asks for what is in, so bytes short of the mark wait
  * at most a tick. For a sink that offers memory and never pauses (the stage's reads) the mark is
- * set when the request is sent, to the range's rest: the head and the body wake the loop once
- * (test io-inplace), and an answer shorter than it (an error, a shorter range) is read at the next
- * tick. Bounds: a connect by connect_timeout_s, silence by stall_timeout_s, both checked by one
- * tick (at most 1 s, and at most half of either bound) that runs while an attempt does.
+ * set when the request is sent, to the range's rest (up to IO_LOWAT_MAX): the head and the
+ * body wake the loop once (io-inplace), and an answer shorter than it (an error, a shorter range)
+ * is read at the next tick. Bounds: a connect by connect_timeout_s, silence by stall_timeout_s,
+ * both checked by one tick (at most 1 s, at most half of either bound) while an attempt runs.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -71,13 +72,9 @@
 #include "backend_i.h"
 #include "backend_io_i.h"
 
-/* answers in a row that the lean engine cannot read (each then asked again through curl) before
- * the store's requests go to curl alone: a server that frames every answer so (chunked, a 1xx)
- * costs 2 requests a read otherwise */
-#define LEAN_UNSUP_MAX 3u
-#define LEAN_IDLE_MS   60000u /* curl's CURLOPT_MAXAGE_CONN is 118 s; servers close sooner */
-#define LEAN_REQ_MAX   4096   /* a request head (signed headers included) */
-#define LEAN_HDRS_MAX  32
+#define LEAN_IDLE_MS  60000u /* curl's CURLOPT_MAXAGE_CONN is 118 s; servers close sooner */
+#define LEAN_REQ_MAX  4096   /* a request head (signed headers included) */
+#define LEAN_HDRS_MAX 32
 /* The first receive of an answer whose sink offers memory asks for at most this much (a head is a
  * few hundred bytes; one past it gets the rest of the buffer): the body bytes that come with the
  * head are copied, the rest is received in the sink's memory */
@@ -168,16 +165,28 @@ static void lc_close(struct lconn *c)
 	close(c->fd); /* libuv leaves the fd to its owner */
 }
 
+/* *pp, an idle connection, leaves io->lean_idle (its mark, if not 1 yet, leaves
+ * io->lean_stale's count) */
+static struct lconn *idle_take(struct backend_io *io, struct lconn **pp)
+{
+	struct lconn *c = *pp;
+
+	*pp = c->next;
+	io->nlean_idle--;
+	if (c->lowat > 1)
+		io->lean_stale--;
+	c->next = NULL;
+	return c;
+}
+
 static void idle_remove(struct backend_io *io, struct lconn *c)
 {
 	struct lconn **pp = &io->lean_idle;
 
 	while (*pp && *pp != c)
 		pp = &(*pp)->next;
-	if (*pp) {
-		*pp = c->next;
-		io->nlean_idle--;
-	}
+	if (*pp)
+		idle_take(io, pp);
 	c->next = NULL;
 }
 
@@ -386,13 +395,15 @@ static void send_req(struct lconn *c, int sync)
 		c->req_off += (size_t)n;
 	}
 	c->state = LC_HEAD;
-	/* a sink that offers memory and never pauses (the stage's) takes the
-	 * whole answer in two receives: the loop is woken once its bytes
-	 * reach the range's rest (up to IO_LOWAT_MAX), not for its head and
-	 * again for its body; a shorter answer (an error, a shorter range) is
-	 * read by the tick (tick_cb) */
+	/* a sink that offers memory and never pauses (the stage's) takes the whole answer in two
+	 * receives: the loop is woken once its bytes reach the range's rest (up to
+	 * IO_LOWAT_MAX), not for its head and again for its body; a shorter answer (an
+	 * error, a shorter range) is read by the tick (tick_cb) */
 	if (c->x->r->on_mem && !c->x->r->pausable && c->x->r->range_len > c->x->r->delivered)
-		backend__io_lowat(c->fd, &c->lowat, c->x->r->range_len - c->x->r->delivered);
+		backend__io_lowat(c->io, c->fd, &c->lowat, c->x->r->range_len - c->x->r->delivered,
+				  IO_LOWAT_MAX);
+	else /* a kept connection's last mark (lean_detach leaves it): its head wakes the loop */
+		backend__io_lowat(c->io, c->fd, &c->lowat, 1, 1);
 	lc_poll(c, UV_READABLE);
 }
 
@@ -443,37 +454,6 @@ static int feed_line(void *arg, const char *l, size_t n)
 	return backend__io_header_line(arg, l, n) < 0;
 }
 
-/* The value of the head's Location header (up to its CR, trimmed at the
- * front), or NULL. */
-static const char *location(const char *buf, size_t len)
-{
-	const char *p = memchr(buf, '\n', len), *end = buf + len;
-
-	while (p && ++p < end) {
-		if ((size_t)(end - p) > 9 && strncasecmp(p, "location:", 9) == 0) {
-			p += 9;
-			while (*p == ' ' || *p == '\t')
-				p++;
-			return p;
-		}
-		p = memchr(p, '\n', (size_t)(end - p));
-	}
-	return NULL;
-}
-
-/* An answer the lean engine cannot read: after LEAN_UNSUP_MAX in a row,
- * every later request of the store goes to curl (logged once). */
-static void unsup(struct backend_io *io)
-{
-	if (++io->lean_unsup < LEAN_UNSUP_MAX || !io->lean)
-		return;
-	io->lean = 0;
-	backend__log(&io->log, BACKEND_LOG_WARN,
-		     "the store's last %u answers were not plain HTTP/1.1 with a Content-Length "
-		     "(chunked, a 1xx, ...): its reads go through curl from now on",
-		     LEAN_UNSUP_MAX);
-}
-
 /* The head is complete in buf: its framing, its lines to the shared checks,
  * and the body bytes that came with it. Returns as deliver. */
 static int head_done(struct lconn *c, const struct backend_h1_head *h)
@@ -483,8 +463,7 @@ static int head_done(struct lconn *c, const struct backend_h1_head *h)
 
 	if (h->status == 301 || h->status == 302 || h->status == 303 || h->status == 307 ||
 	    h->status == 308) {
-		const char *l = location(c->buf, h->head_len);
-
+		const char *l = backend__h1_location(c->buf, h->head_len);
 		size_t n = l ? strcspn(l, "\r") : 0;
 
 		while (n && (l[n - 1] == ' ' || l[n - 1] == '\t'))
@@ -601,7 +580,6 @@ static int recv_head(struct lconn *c, size_t n)
 	hl = backend__h1_head(c->buf, c->have, &h);
 	if (hl < 0) {
 		c->state = LC_DONE;
-		unsup(c->x->io);
 		backend__io_xfer_to_curl(c->x);
 		return -1;
 	}
@@ -653,7 +631,7 @@ static void on_readable(struct lconn *c)
 {
 	recv_some(c);
 	if (c->state == LC_BODY && !c->held)
-		backend__io_lowat(c->fd, &c->lowat, c->body_left);
+		backend__io_lowat(c->io, c->fd, &c->lowat, c->body_left, IO_LOWAT_MAX);
 }
 
 /* c's connect (to a name's address) failed: its attempt goes on with a new
@@ -800,17 +778,13 @@ int backend__io_lean_start(struct xfer *x, const char *range)
 	now = uv_hrtime();
 	for (pp = &io->lean_idle; (c = *pp);) {
 		if (now - c->t0_ns > (uint64_t)LEAN_IDLE_MS * 1000000u) {
-			*pp = c->next;
-			io->nlean_idle--;
-			lc_close(c);
+			lc_close(idle_take(io, pp));
 			continue;
 		}
 		if (u.name[0] ? strcmp(c->name, u.name) == 0 && c->port == u.port
 			      : !c->name[0] && c->salen == u.salen &&
 				    memcmp(&c->sa, &u.sa, u.salen) == 0) {
-			*pp = c->next;
-			io->nlean_idle--;
-			c->next = NULL;
+			idle_take(io, pp);
 			break;
 		}
 		pp = &c->next;
@@ -861,6 +835,28 @@ int backend__io_lean_start(struct xfer *x, const char *range)
 	return 0;
 }
 
+/* Before the loop waits: the idle connections' marks back to 1, so a close or bytes the
+ * server sends unasked wake it (on_poll closes the connection); one not so watched is closed. */
+static void prep_cb(uv_prepare_t *p)
+{
+	struct backend_io *io = p->data;
+
+	for (struct lconn **pp = &io->lean_idle, *c; io->lean_stale && (c = *pp);) {
+		if (c->lowat > 1) {
+			io->lean_stale--;
+			backend__io_lowat(io, c->fd, &c->lowat, 1, 1);
+			if (c->lowat > 1) {
+				c->lowat = 1; /* its count went */
+				lc_close(idle_take(io, pp));
+				continue;
+			}
+		}
+		pp = &c->next;
+	}
+	io->lean_stale = 0; /* not reached: each one counted is idle */
+	uv_prepare_stop(p);
+}
+
 void backend__io_lean_detach(struct xfer *x)
 {
 	struct lconn *c = x->lc;
@@ -878,7 +874,6 @@ void backend__io_lean_detach(struct xfer *x)
 		lc_close(c);
 		return;
 	}
-	backend__io_lowat(c->fd, &c->lowat, 1); /* the next head, a close */
 	c->served++;
 	c->state = LC_IDLE;
 	c->t0_ns = uv_hrtime();
@@ -886,6 +881,11 @@ void backend__io_lean_detach(struct xfer *x)
 	c->next = io->lean_idle;
 	io->lean_idle = c;
 	io->nlean_idle++;
+	/* its mark back to 1 (the next head, a close, bytes the server sends unasked) before the
+	 * loop waits again (prep_cb), unless a request that waited for a slot starts on it in
+	 * this turn (backend__io_kick, next): its send sets the mark it needs, one system call */
+	if (c->lowat > 1 && io->lean_stale++ == 0)
+		uv_prepare_start(&io->lean_prep, prep_cb);
 }
 
 /* x goes on: its held piece offered again, its socket polled with the mark
@@ -905,7 +905,8 @@ void backend__io_lean_resume(struct xfer *x)
 			return;
 		held_drop(c);
 	}
-	backend__io_lowat(c->fd, &c->lowat, c->state == LC_BODY ? c->body_left : 1);
+	backend__io_lowat(c->io, c->fd, &c->lowat, c->state == LC_BODY ? c->body_left : 1,
+			  IO_LOWAT_MAX);
 	lc_poll(c, UV_READABLE);
 }
 
@@ -953,7 +954,7 @@ again:
 		 * request's send, is never silent for more than a tick (at
 		 * most half the stall bound) */
 		if ((c->state == LC_BODY || c->state == LC_HEAD) && !c->held)
-			backend__io_lowat(c->fd, &c->lowat, 1);
+			backend__io_lowat(io, c->fd, &c->lowat, 1, 1);
 		if (backend__io_progress(x)) {
 			c->state = LC_DONE;
 			c->keep = 0;
@@ -963,22 +964,12 @@ again:
 	}
 }
 
-void backend__io_lean_init(struct backend_io *io, const struct backend_config *cfg)
+void backend__io_lean_init(struct backend_io *io)
 {
-	static const char *const proxy_vars[] = {"http_proxy", "HTTP_PROXY", "all_proxy",
-						 "ALL_PROXY"};
-
 	uv_timer_init(&io->loop, &io->lean_tick);
 	io->lean_tick.data = io;
-	io->lean = cfg->http_engine == 1;
-	/* curl would send plain http through any of these (no_proxy aside):
-	 * then every request stays curl's */
-	for (size_t i = 0; i < sizeof(proxy_vars) / sizeof(proxy_vars[0]); i++) {
-		const char *v = getenv(proxy_vars[i]);
-
-		if (v && *v)
-			io->lean = 0;
-	}
+	uv_prepare_init(&io->loop, &io->lean_prep);
+	io->lean_prep.data = io;
 }
 
 void backend__io_lean_shutdown(struct backend_io *io)
@@ -996,4 +987,6 @@ void backend__io_lean_shutdown(struct backend_io *io)
 	backend__io_resolve_shutdown(io);
 	uv_timer_stop(&io->lean_tick);
 	uv_close((uv_handle_t *)&io->lean_tick, NULL);
+	uv_prepare_stop(&io->lean_prep);
+	uv_close((uv_handle_t *)&io->lean_prep, NULL);
 }

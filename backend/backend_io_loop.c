@@ -181,12 +181,13 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *soc
 	return 0;
 }
 
-void backend__io_lowat(int fd, int *cur, uint64_t want)
+void backend__io_lowat(struct backend_io *io, int fd, int *cur, uint64_t want, uint64_t max)
 {
-	int v = want > IO_LOWAT_MAX ? IO_LOWAT_MAX : want ? (int)want : 1;
+	int v = want > max ? (int)max : want ? (int)want : 1;
 
 	if (v == (*cur ? *cur : 1))
 		return;
+	atomic_fetch_add_explicit(&io->n_marks, 1, memory_order_relaxed);
 	/* a failure leaves the mark as it was: *cur says so */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
 		*cur = v;
@@ -519,6 +520,8 @@ static void *io_thread(void *arg)
 int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 {
 	static const struct backend_config defaults;
+	static const char *const proxy_vars[] = {"http_proxy", "HTTP_PROXY", "all_proxy",
+						 "ALL_PROXY"};
 	struct backend_io *io;
 	int err = -ENOMEM;
 
@@ -574,7 +577,16 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	io->probe_timer.data = io;
 	uv_timer_init(&io->loop, &io->pause_timer);
 	io->pause_timer.data = io;
-	backend__io_lean_init(io, cfg);
+	backend__io_lean_init(io);
+	io->lean = cfg->http_engine == 1;
+	/* curl would send plain http through any of these (no_proxy aside): then every request
+	 * stays curl's */
+	for (size_t i = 0; i < sizeof(proxy_vars) / sizeof(proxy_vars[0]); i++) {
+		const char *v = getenv(proxy_vars[i]);
+
+		if (v && *v)
+			io->lean = 0;
+	}
 	err = pthread_create(&io->thread, NULL, io_thread, io);
 	if (!err)
 		pthread_setname_np(io->thread, "shardfs-io"); /* top -H, perf */
@@ -585,6 +597,7 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 		uv_close((uv_handle_t *)&io->probe_timer, NULL);
 		uv_close((uv_handle_t *)&io->pause_timer, NULL);
 		uv_close((uv_handle_t *)&io->lean_tick, NULL);
+		uv_close((uv_handle_t *)&io->lean_prep, NULL);
 		uv_run(&io->loop, UV_RUN_DEFAULT);
 		curl_multi_cleanup(io->multi);
 		goto fail_loop;
@@ -651,6 +664,7 @@ void backend_io_stats(struct backend_io *io, struct backend_stats *st)
 	st->recv_inplace_bytes = atomic_load(&io->n_recv_inplace);
 	st->recv_copied_bytes = atomic_load(&io->n_recv_copied);
 	st->recvs = atomic_load(&io->n_recvs);
+	st->marks = atomic_load(&io->n_marks);
 	st->resolves = atomic_load(&io->n_resolves);
 	st->resolve_hits = atomic_load(&io->n_resolve_hits);
 	st->resolve_failures = atomic_load(&io->n_resolve_failures);

@@ -777,8 +777,23 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 	backend__io_xfer_finish(x, backend__http_errno(x->status));
 }
 
+/* answers in a row that the lean engine cannot read (each then asked again through curl) before
+ * the store's requests go to curl alone, logged once: a server that frames every answer so
+ * (chunked, a 1xx) costs 2 requests a read otherwise */
+#define LEAN_UNSUP_MAX 3u
+
 void backend__io_xfer_to_curl(struct xfer *x)
 {
+	struct backend_io *io = x->io;
+
+	if (++io->lean_unsup >= LEAN_UNSUP_MAX && io->lean) {
+		io->lean = 0;
+		backend__log(&io->log, BACKEND_LOG_WARN,
+			     "the store's last %u answers were not plain HTTP/1.1 with a "
+			     "Content-Length (chunked, a 1xx, ...): its reads go through curl from "
+			     "now on",
+			     LEAN_UNSUP_MAX);
+	}
 	x->no_lean = 1;
 	xfer_detach_easy(x);
 	x->r->attempts--; /* the same attempt, by the other engine */

@@ -298,6 +298,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "receives of answers' bodies past their heads by the lean HTTP engine (recv calls that got "
      "bytes)",
      C, SNAP(bs.recvs)},
+    {"store_marks",
+     "system calls by which the lean HTTP engine set a socket's receive mark (SO_RCVLOWAT: a "
+     "body's rest wakes the loop once)",
+     C, SNAP(bs.marks)},
     {"store_resolves",
      "host name lookups the lean HTTP engine made (off its thread; an answer is kept 60 s)", C,
      SNAP(bs.resolves)},
