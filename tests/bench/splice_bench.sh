@@ -1,11 +1,12 @@
 #!/bin/bash
 # The socket-to-file path of a fill's bytes, recv + pwrite against splice (socket -> pipe ->
-# file) + a pread for the CRC, and splicemap (the CRC from a mapping), two threads as the
-# daemon's (tests/bench/splice_bench.c says what each does), over the C link emulator on
-# loopback (no delay, no rate cap), the modes alternated run by run in one invocation, the
-# file's page cache written back between runs.
+# file) + a pread for the CRC, and splicemap (the CRC from a mapping), or the modes --modes
+# names (falloc, bigN, directN), two threads as the daemon's (tests/bench/splice_bench.c says
+# what each does), over the C link emulator on loopback (no delay, no rate cap), the modes
+# alternated run by run in one invocation, the file's page cache written back between runs.
 #
 #   bash tests/bench/splice_bench.sh [--build build-bench] [--runs 6] [--data DIR]
+#        [--modes "recv splice splicemap"]
 #
 # DIR: a directory of files to fetch (default link_bench.py's data set,
 # /var/tmp/shardfs-linkbench-512/shards: make it with link_bench.py --quick). Prints every run's
@@ -13,12 +14,14 @@
 set -eu -o pipefail
 cd "$(dirname "$0")/../.."
 build=build-bench runs=6 data=/var/tmp/shardfs-linkbench-512/shards
+modes_asked="recv splice splicemap"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
 	--runs) runs=$2; shift 2 ;;
 	--data) data=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--runs N] [--data DIR]" >&2; exit 2 ;;
+	--modes) modes_asked=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--runs N] [--data DIR] [--modes \"M...\"]" >&2; exit 2 ;;
 	esac
 done
 [ -x "$build/tests/linkemu" ] || { echo "$0: no $build/tests/linkemu (meson compile -C $build)" >&2; exit 2; }
@@ -43,8 +46,9 @@ for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 names=$(cd "$data" && ls)
 cat "$data"/* >/dev/null # the emulator's files warm in the page cache
 for r in $(seq "$runs"); do
-	modes="recv splice splicemap"
-	[ $((r % 2)) -eq 0 ] && modes="splicemap splice recv"
+	modes=$modes_asked
+	# shellcheck disable=SC2086
+	[ $((r % 2)) -eq 0 ] && modes=$(printf '%s\n' $modes_asked | tac | tr '\n' ' ')
 	for m in $modes; do
 		sync
 		# shellcheck disable=SC2086
