@@ -122,10 +122,11 @@ struct ct_fill {
 	struct fill_sink s; /* the run's sink */
 	/* the writer's: */
 	uint64_t wnext;	      /* the run's bytes are written up to this object offset */
-	uint64_t wtop;	      /* ... and a write reached at most this one: a failed pwritev
-			       * (ENOSPC) may have written part of its bytes, which a
-			       * failed run punches with the rest (never left allocated and
-			       * uncounted) */
+	uint64_t wtop;	      /* ... and a write, or the run's blocks allocated at its
+			       * first write (fill_alloc), reached at most this one: a
+			       * failed pwritev (ENOSPC) may have written part of its
+			       * bytes, which a failed run punches with the rest (never
+			       * left allocated and uncounted) */
 	uint32_t pub;	      /* units [c + i, c + pub) of the run are published (the writer's
 			       * take of ct->lock: valid, or taken by their readers before) */
 	uint32_t land;	      /* units [c + i, c + land) of the run landed: readable

@@ -15,7 +15,8 @@
  *   write   cachetier__run_write (no lock; the fill writer): bytes into the
  *           data file at their offset, each unit's CRC32C as they pass.
  *           cachetier__run_discard: punch bytes written for units that
- *           are not committed (never left on the disk).
+ *           are not committed (never left on the disk); cachetier__run_alloc:
+ *           a run's blocks allocated before its first write.
  *   commit  cachetier__run_commit (ct->lock; takes the object's lock,
  *           ct_file.lock, once a run: the pins decide what becomes of a
  *           unit's lock): written units valid (CRC,
@@ -341,6 +342,12 @@ void cachetier__run_discard(struct ct_file *f, uint64_t off, uint64_t len)
 	if (len)
 		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 				(off_t)len);
+}
+
+int cachetier__run_alloc(struct ct_file *f, uint64_t off, uint64_t len)
+{
+	CT_OFF_LOOP();
+	return fallocate(f->datafd, 0, (off_t)off, (off_t)len) < 0 ? -errno : 0;
 }
 
 void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,

@@ -86,6 +86,13 @@ int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_
 void cachetier__run_crc(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off, const char *p,
 			size_t len);
 void cachetier__run_discard(struct ct_file *f, uint64_t off, uint64_t len);
+/* alloc: the blocks of [off, off + len) allocated before a run's writes
+ * (fallocate, the file's size extended to the run's end), so its writes
+ * land in allocated extents (no delayed allocation's work a block on
+ * ext4); 0, or a negative errno (nothing to undo: the writes go on as
+ * without it). A run that fails punches them with its bytes
+ * (cachetier__run_discard up to the run's end). */
+int cachetier__run_alloc(struct ct_file *f, uint64_t off, uint64_t len);
 /* commit: claimed units [c, c + n), whose bytes are written and whose
  * OFD write locks this process holds, are valid (crc[k]: unit c + k's
  * CRC32C, stored before its state byte; their bytes from ct->reserved to

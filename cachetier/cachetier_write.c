@@ -248,6 +248,29 @@ static void dio_drain(struct cachetier *ct)
 		dio_reap_one(ct);
 }
 
+/* A run longer than ALLOC_MIN written buffered: at its first write (its
+ * bytes from the run's start, nothing written or allocated yet: wtop
+ * there), its blocks allocated whole (cachetier__run_alloc), so its writes
+ * land in allocated extents: ext4's delayed allocation reserved and mapped
+ * each block of each write (ext4_da_write_begin, a seventh of a prefetch's
+ * CPU: tests/bench/README.md, "L4: a run's blocks allocated before its
+ * writes"). wtop is then the run's end: a run that fails punches every
+ * block it allocated (fill_after), as a failed write's. A small fill's
+ * (a random read's) runs are left as they were; a refused allocation
+ * (ENOSPC, a file system without it) leaves the writes as they were. */
+#define ALLOC_MIN (CT_WRITEV_MAX * FILL_BUF_BYTES)
+
+static void fill_alloc(struct ct_slot *slot, struct ct_fill *fl, uint64_t off, uint64_t end)
+{
+	struct ct_file *f = slot->f;
+	uint64_t start = cachetier__unit_off(f, slot->c + fl->i),
+		 len = cachetier__run_len(f, slot->c + fl->i, fl->k - fl->i);
+
+	if (off == start && fl->wtop == start && len > ALLOC_MIN && end < start + len &&
+	    cachetier__run_alloc(f, start, len) == 0)
+		fl->wtop = start + len;
+}
+
 /* The buffers of one fill from b on that follow each other (the next
  * one's bytes start where this one's end; at most CT_WRITEV_MAX, no run's
  * end between) written with one pwritev, then their CRCs; returns the
@@ -270,7 +293,10 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 		end += x->used;
 	}
 	if (fl->werr == 0) {
-		fl->wtop = end;
+		if (!slot->direct)
+			fill_alloc(slot, fl, b->off, end);
+		if (end > fl->wtop) /* past the run's blocks allocated ahead, if any */
+			fl->wtop = end;
 		/* a prefetch's the option names (slot->direct: no reader waits on
 		 * it, cachetier_direct.c) through O_DIRECT, its whole blocks,
 		 * while the file system takes it (no folio then); else a fill

@@ -53,6 +53,15 @@
  * exact in 4 chunks of the pool (cache_fill_pool_maps), not 5, with at
  * most 60 out at any time (the pool's peak count).
  *
+ * test_alloc: a prefetch fill of 16 units (1 MiB, one run) held by the
+ * fault store after its first 4 units: those 4 landed, the data file
+ * already holds the run's blocks whole (1 MiB allocated, its size the
+ * run's end: the run's first write allocated them, cachetier__run_alloc),
+ * not just the 256 KiB written. Let go, the store cuts the read after
+ * half the run: the run fails, and the file holds no block but the
+ * valid units' (the blocks allocated ahead punched with the rest), whose
+ * bytes are exact.
+ *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
  * (a failed check, never a sleep that decides a count).
  */
@@ -454,6 +463,75 @@ static void test_cap(void)
 	free(d);
 }
 
+/* test_alloc: a run's blocks allocated at its first write, and punched
+ * with the rest when it fails. */
+#define ALLOC_RUN (16u * UNIT) /* one chunk, one run: past ALLOC_MIN (512 KiB) */
+
+static void test_alloc(void)
+{
+	static const char key[] = "alloc.tar";
+	uint64_t s = 53;
+	size_t size = ALLOC_RUN + 777;
+	unsigned char *d = src_object(tmpdir, key, size, &s);
+	struct cachetier_config cc;
+	struct backend *be;
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	struct stat fs;
+	char dir[600], gate[sizeof(tmpdir) + 16];
+	unsigned char *buf = malloc(ALLOC_RUN);
+	uint64_t valid = 0;
+
+	snprintf(gate, sizeof(gate), "%s/src.hold", tmpdir);
+	flag_file(gate, 1);
+	/* the bytes before unit 4, a hold, then half the run and -EIO */
+	be = store("async=1&hold_at=262144&cut_every=1");
+	snprintf(dir, sizeof(dir), "%s/alloc", tmpdir);
+	tier_config(&cc, dir, 1ull << 30, 2, ALLOC_RUN);
+	cc.readahead_max_bytes = ALLOC_RUN;
+	ct = tier_open(&cc, be);
+	o = obj_open(ct, be, key);
+	CHECK(cachetier_obj_prefetch_range(o, 0, ALLOC_RUN, CACHETIER_PF_FIT) == 0, "%s",
+	      "alloc: range");
+	/* the store's poll at the hold hands the 4 units over: a poll of
+	 * their state, at most 60 s */
+	for (int i = 0; i < 60000 && cachetier_obj_cached_bytes(o) < 4 * UNIT; i++)
+		usleep(1000);
+	CHECK(cachetier_obj_cached_bytes(o) == 4 * UNIT, "alloc: %llu bytes valid at the hold",
+	      (unsigned long long)cachetier_obj_cached_bytes(o));
+	CHECK(fstat(o->file->datafd, &fs) == 0, "%s", "alloc: fstat");
+	printf("alloc: at the hold, 4 units written: the data file's blocks %llu bytes, its size "
+	       "%llu\n",
+	       (unsigned long long)fs.st_blocks * 512, (unsigned long long)fs.st_size);
+	CHECK((uint64_t)fs.st_blocks * 512 == ALLOC_RUN,
+	      "alloc: the data file holds %llu bytes of blocks, want %u (the run's, allocated "
+	      "at its first write; 262144 without)",
+	      (unsigned long long)fs.st_blocks * 512, ALLOC_RUN);
+	CHECK((uint64_t)fs.st_size == ALLOC_RUN, "alloc: the data file's size %llu, want %u",
+	      (unsigned long long)fs.st_size, ALLOC_RUN);
+	flag_file(gate, 0);
+	count_reach(ct, TC_FILLS_INFLIGHT, 0, "alloc: the fill ended after the hold");
+	valid = cachetier_obj_cached_bytes(o);
+	CHECK(fstat(o->file->datafd, &fs) == 0, "%s", "alloc: fstat after");
+	printf("alloc: the run cut after half: %llu bytes valid, the data file's blocks %llu "
+	       "bytes\n",
+	       (unsigned long long)valid, (unsigned long long)fs.st_blocks * 512);
+	CHECK(valid == ALLOC_RUN / 2,
+	      "alloc: %llu bytes valid after the cut, want %u (the units before it)",
+	      (unsigned long long)valid, ALLOC_RUN / 2);
+	CHECK((uint64_t)fs.st_blocks * 512 == valid,
+	      "alloc: the data file holds %llu bytes of blocks, want the valid units' %llu (the "
+	      "blocks allocated ahead punched with the failed run)",
+	      (unsigned long long)fs.st_blocks * 512, (unsigned long long)valid);
+	CHECK(buf && valid <= ALLOC_RUN &&
+		  cachetier_obj_pread(o, buf, valid, 0) == (ssize_t)valid &&
+		  memcmp(buf, d, valid) == 0,
+	      "%s", "alloc: the valid units exact");
+	tier_end(ct, be, o, NULL);
+	free(buf);
+	free(d);
+}
+
 int main(void)
 {
 	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "fwr", 20261129u); /* fixed in CI */
@@ -471,6 +549,7 @@ int main(void)
 	test_kept();
 	test_wakes();
 	test_cap();
+	test_alloc();
 
 	for (int i = 0; i < NOBJ; i++)
 		free(data[i]);
