@@ -94,6 +94,22 @@ void backend__ais_head_drop(struct backend *be, struct backend_head_ahead *h)
 	ahead_free(h);
 }
 
+/* h's first half ended (it is waited for): the target of its kept
+ * redirect, or NULL when the endpoint kept none (failed, or answered the
+ * HEAD itself: then that answer is older than the follow's call, and the
+ * endpoint gets no more sent ahead). h stays the caller's. */
+static char *ahead_wait(struct backend_objstore *os, struct backend_head_ahead *h)
+{
+	while (sem_wait(&h->done) < 0 && errno == EINTR)
+		;
+	sem_post(&h->done); /* for ahead_free's wait */
+	if (h->err == 0 && h->req.location)
+		return h->req.location;
+	if (h->err == 0)
+		atomic_store_explicit(&os->head_direct, 1, memory_order_relaxed);
+	return NULL;
+}
+
 int backend__ais_head_follow(struct backend *be, struct backend_head_ahead *h, const char *key,
 			     struct backend_objinfo *info)
 {
@@ -102,16 +118,11 @@ int backend__ais_head_follow(struct backend *be, struct backend_head_ahead *h, c
 	int err;
 
 	memset(&r, 0, sizeof(r));
-	while (sem_wait(&h->done) < 0 && errno == EINTR)
-		;
-	sem_post(&h->done); /* for ahead_free's wait */
-	if (h->err < 0 || !h->req.location) {
-		if (h->err == 0) /* answered at the endpoint: older than this call */
-			atomic_store_explicit(&os->head_direct, 1, memory_order_relaxed);
+	r.url = ahead_wait(os, h); /* the target's, as the engine's hop would send it */
+	if (!r.url) {
 		ahead_free(h);
 		return backend__os_stat(be, key, info);
 	}
-	r.url = h->req.location; /* the target's, as the engine's hop would send it */
 	err = backend_io_head(os->io, &r);
 	if (err == 0)
 		backend_io_head_info(info, key, &r);
@@ -180,16 +191,9 @@ int backend__ais_head_follow_many(struct backend *be, struct backend_head_ahead 
 
 		if (err[i] < 0)
 			continue; /* a bad key: asked for nothing */
-		if (a) {
-			while (sem_wait(&a->done) < 0 && errno == EINTR)
-				;
-			sem_post(&a->done); /* for ahead_free's wait */
-		}
-		if (a && a->err == 0 && a->req.location) {
+		if (a && ahead_wait(os, a)) {
 			x.at[m++] = i;
 		} else {
-			if (a && a->err == 0) /* answered at the endpoint: older than this call */
-				atomic_store_explicit(&os->head_direct, 1, memory_order_relaxed);
 			wat[nw] = i;
 			wkeys[nw++] = keys[i];
 		}
