@@ -123,6 +123,7 @@ Usage: test_ais_getbatch.py SHARDFS
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
 """
 
+import contextlib
 import errno
 import io
 import os
@@ -1007,55 +1008,66 @@ def case_stageopen(env, ck, c):
         pause['go'].set()
 
 
+@contextlib.contextmanager
+def held_ahead(ck, c, mount, label, heads, what):
+    """`mount` (entered here) with the plan published while its window's one GetBatch answer
+    is held at the target before any byte (moss_hold), checked while it is held: `heads`
+    HEADs redirected by the proxy (`what`), none at the target, one answer begun; then
+    released. Yields the mount, its stats and the stand-in's counters before the plan."""
+    hold = threading.Event()
+    c.world.ais.moss_hold = hold
+    try:
+        with mount as m:
+            st0, a0 = c.publish(ck, m, label)
+            held = ml.poll(lambda: c.ais().get('moss_held', 0) > a0.get('moss_held', 0))
+            ck.ok(held, '%s: the window\'s GetBatch answer held at the target' % label)
+            ml.poll(lambda: c.ais().get('head_redirects', 0) - a0.get('head_redirects', 0) >=
+                    heads)
+            ah = c.ais()
+            ck.eq('%s: while it is held: HEADs redirected by the proxy%s, HEADs at the target, '
+                  'GetBatch answers begun' % (label, what),
+                  (ah.get('head_redirects', 0) - a0.get('head_redirects', 0),
+                   ah.get('s3_head', 0) - a0.get('s3_head', 0),
+                   ah.get('moss_held', 0) - a0.get('moss_held', 0)), (heads, 0, 1))
+            hold.set()
+            c.world.ais.moss_hold = None
+            yield m, st0, a0
+    finally:
+        c.world.ais.moss_hold = None
+        hold.set()
+
+
 def case_stageahead(env, ck, c):
     """'stage''s mount with the window's one answer held at the target before any byte
     (moss_hold): the 3 shards' HEADs' proxy hops (307s) reach the stand-in while it is held,
     none of their target HEADs; released, each kept redirect is followed once: 3 HEADs at the
     target, 3 redirects in all; every path exact from the stage."""
-    hold = threading.Event()
-    c.world.ais.moss_hold = hold
-    try:
-        with stage_mount(c, 'stageahead') as m:
-            st0, a0 = c.publish(ck, m, 'stageahead')
-            held = ml.poll(lambda: c.ais().get('moss_held', 0) > a0.get('moss_held', 0))
-            ck.ok(held, 'stageahead: the window\'s GetBatch answer held at the target')
-            ml.poll(lambda: c.ais().get('head_redirects', 0) - a0.get('head_redirects', 0) >=
-                    NSHARDS)
-            ah = c.ais()
-            ck.eq('stageahead: while it is held: HEADs redirected by the proxy, HEADs at the '
-                  'target, GetBatch answers begun',
-                  (ah.get('head_redirects', 0) - a0.get('head_redirects', 0),
-                   ah.get('s3_head', 0) - a0.get('s3_head', 0),
-                   ah.get('moss_held', 0) - a0.get('moss_held', 0)), (NSHARDS, 0, 1))
-            hold.set()
-            c.world.ais.moss_hold = None
-            staged(m, st0, len(c.plan))
-            c.read_all(ck, m, 'stageahead')
-            st = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
-                         {'plan_batch_heads': st0['plan_batch_heads'] + NSHARDS})
-            a1 = c.ais()
-            ck.eq('stageahead: HEADs at the target, HEADs redirected by the proxy (each kept '
-                  'redirect followed once), the mount\'s HEADs',
-                  (a1.get('s3_head', 0) - a0.get('s3_head', 0),
-                   a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
-                   st['plan_batch_heads'] - st0['plan_batch_heads']),
-                  (NSHARDS, NSHARDS, NSHARDS))
-            ck.eq('stageahead: GetBatch requests (mount, stand-in), GetBatch redirects',
-                  (st['plan_batch_requests'] - st0['plan_batch_requests'],
-                   a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
-                   a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0)), (1, 1, 1))
-            ck.eq('stageahead: bytes read from the stage: every path and its header check',
-                  st['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
-                  sum(x[3] + 512 for x in c.plan))
-            ck.eq('stageahead: stale objects, failed spans, object GETs, misses, read errors',
-                  (st['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
-                   st['plan_stage_failed'] - st0['plan_stage_failed'],
-                   a1.get('redirects', 0) - a0.get('redirects', 0),
-                   st['cache_misses'] - st0['cache_misses'],
-                   st['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
-    finally:
-        c.world.ais.moss_hold = None
-        hold.set()
+    with held_ahead(ck, c, stage_mount(c, 'stageahead'), 'stageahead', NSHARDS, '') as held:
+        m, st0, a0 = held
+        staged(m, st0, len(c.plan))
+        c.read_all(ck, m, 'stageahead')
+        st = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
+                     {'plan_batch_heads': st0['plan_batch_heads'] + NSHARDS})
+        a1 = c.ais()
+        ck.eq('stageahead: HEADs at the target, HEADs redirected by the proxy (each kept '
+              'redirect followed once), the mount\'s HEADs',
+              (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+               a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
+               st['plan_batch_heads'] - st0['plan_batch_heads']),
+              (NSHARDS, NSHARDS, NSHARDS))
+        ck.eq('stageahead: GetBatch requests (mount, stand-in), GetBatch redirects',
+              (st['plan_batch_requests'] - st0['plan_batch_requests'],
+               a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
+               a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0)), (1, 1, 1))
+        ck.eq('stageahead: bytes read from the stage: every path and its header check',
+              st['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+              sum(x[3] + 512 for x in c.plan))
+        ck.eq('stageahead: stale objects, failed spans, object GETs, misses, read errors',
+              (st['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+               st['plan_stage_failed'] - st0['plan_stage_failed'],
+               a1.get('redirects', 0) - a0.get('redirects', 0),
+               st['cache_misses'] - st0['cache_misses'],
+               st['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
 
 
 def case_fillahead(env, ck, c):
@@ -1066,53 +1078,60 @@ def case_fillahead(env, ck, c):
     is followed once: 6 HEADs at the target, still 6 redirects, the mount's 6, none shared;
     the model's items and bytes, every path exact from the cache, no object GET, no miss."""
     items, nbytes, heads = model([(x[1], x[2], x[3]) for x in c.plan], c.sizes, heads=True)
-    hold = threading.Event()
-    c.world.ais.moss_hold = hold
+    with held_ahead(ck, c, c.mount(), 'fillahead', heads, ' (one a group)') as held:
+        m, st0, a0 = held
+        st = settled(m, 'plan_batch_requests', 1,
+                     {'plan_fetch_paths': st0['plan_fetch_paths'] + len(c.plan),
+                      'plan_batch_heads': st0['plan_batch_heads'] + heads})
+        a1 = c.ais()
+        ck.eq('fillahead: HEADs at the target, HEADs redirected by the proxy (each kept '
+              'redirect followed once), the mount\'s HEADs, shared',
+              (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+               a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
+               st['plan_batch_heads'] - st0['plan_batch_heads'],
+               st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
+              (heads, heads, heads, 0))
+        ck.eq('fillahead: GetBatch requests (mount, stand-in), GetBatch redirects, items, '
+              'bytes kept',
+              (st['plan_batch_requests'] - st0['plan_batch_requests'],
+               a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
+               a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0),
+               st['plan_batch_items'] - st0['plan_batch_items'],
+               st['plan_batch_bytes'] - st0['plan_batch_bytes']),
+              (1, 1, 1, items, nbytes))
+        c.read_all(ck, m, 'fillahead')
+        st2, a2 = m.stats(), c.ais()
+        ck.eq('fillahead: stale objects, failed items, object GETs, misses, read errors',
+              (st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+               st2['plan_batch_failed_items'] - st0['plan_batch_failed_items'],
+               a2.get('redirects', 0) - a0.get('redirects', 0),
+               st2['cache_misses'] - st0['cache_misses'],
+               st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+
+
+def direct_plans(ck, c, label, parts, mount):
+    """`mount` (entered here, its shards listed) on a stand-in whose proxy answers HEADs itself
+    (head_at_proxy), plans a then b of `parts` (name -> plan entries) published one after the
+    other: yields, once each is published, the mount, its name, its entries, the HEADs at the
+    stand-in an object or group of it sends (a: 2, those sent ahead answered at once and sent
+    whole again; b: 1, none sent ahead after), the stats and the stand-in's counters before."""
+    files = {}
+    for k, part in parts.items():
+        files[k] = c.env.path('plan-%s-%s' % (label, k))
+        with open(files[k], 'w') as f:
+            f.write(''.join(x[0] + '\n' for x in part))
+    c.world.ais.head_at_proxy = True
     try:
-        with c.mount() as m:
-            st0, a0 = c.publish(ck, m, 'fillahead')
-            held = ml.poll(lambda: c.ais().get('moss_held', 0) > a0.get('moss_held', 0))
-            ck.ok(held, 'fillahead: the window\'s GetBatch answer held at the target')
-            ml.poll(lambda: c.ais().get('head_redirects', 0) - a0.get('head_redirects', 0) >=
-                    heads)
-            ah = c.ais()
-            ck.eq('fillahead: while it is held: HEADs redirected by the proxy (one a group), '
-                  'HEADs at the target, GetBatch answers begun',
-                  (ah.get('head_redirects', 0) - a0.get('head_redirects', 0),
-                   ah.get('s3_head', 0) - a0.get('s3_head', 0),
-                   ah.get('moss_held', 0) - a0.get('moss_held', 0)), (heads, 0, 1))
-            hold.set()
-            c.world.ais.moss_hold = None
-            st = settled(m, 'plan_batch_requests', 1,
-                         {'plan_fetch_paths': st0['plan_fetch_paths'] + len(c.plan),
-                          'plan_batch_heads': st0['plan_batch_heads'] + heads})
-            a1 = c.ais()
-            ck.eq('fillahead: HEADs at the target, HEADs redirected by the proxy (each kept '
-                  'redirect followed once), the mount\'s HEADs, shared',
-                  (a1.get('s3_head', 0) - a0.get('s3_head', 0),
-                   a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
-                   st['plan_batch_heads'] - st0['plan_batch_heads'],
-                   st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
-                  (heads, heads, heads, 0))
-            ck.eq('fillahead: GetBatch requests (mount, stand-in), GetBatch redirects, items, '
-                  'bytes kept',
-                  (st['plan_batch_requests'] - st0['plan_batch_requests'],
-                   a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
-                   a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0),
-                   st['plan_batch_items'] - st0['plan_batch_items'],
-                   st['plan_batch_bytes'] - st0['plan_batch_bytes']),
-                  (1, 1, 1, items, nbytes))
-            c.read_all(ck, m, 'fillahead')
-            st2, a2 = m.stats(), c.ais()
-            ck.eq('fillahead: stale objects, failed items, object GETs, misses, read errors',
-                  (st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
-                   st2['plan_batch_failed_items'] - st0['plan_batch_failed_items'],
-                   a2.get('redirects', 0) - a0.get('redirects', 0),
-                   st2['cache_misses'] - st0['cache_misses'],
-                   st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+        with mount as m:
+            for s in range(NSHARDS):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            for k, per in (('a', 2), ('b', 1)):
+                st0, a0 = m.stats(), c.ais()
+                ck.eq('%s: plan %s rc' % (label, k), ctl(m.mnt, 'plan %s %s' % (k, files[k])),
+                      None)
+                yield m, k, parts[k], per, st0, a0
     finally:
-        c.world.ais.moss_hold = None
-        hold.set()
+        c.world.ais.head_at_proxy = False
 
 
 def case_filldirect(env, ck, c):
@@ -1123,43 +1142,27 @@ def case_filldirect(env, ck, c):
     group); no redirect; exact bytes, no stale object."""
     parts = {'a': [x for x in c.plan if x[1] == c.files[0]],
              'b': [x for x in c.plan if x[1] != c.files[0]]}
-    files = {}
-    for k, part in parts.items():
-        files[k] = c.env.path('plan-filldirect-' + k)
-        with open(files[k], 'w') as f:
-            f.write(''.join(x[0] + '\n' for x in part))
-    c.world.ais.head_at_proxy = True
-    try:
-        with c.mount() as m:
-            for s in range(NSHARDS):
-                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
-            for k, per in (('a', 2), ('b', 1)):
-                _, nbytes, heads = model([(x[1], x[2], x[3]) for x in parts[k]], c.sizes,
-                                         heads=True)
-                st0, a0 = m.stats(), c.ais()
-                ck.eq('filldirect: plan %s rc' % k, ctl(m.mnt, 'plan %s %s' % (k, files[k])),
-                      None)
-                st = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
-                             {'plan_batch_heads': st0['plan_batch_heads'] + heads,
-                              'plan_fetch_paths': st0['plan_fetch_paths'] + len(parts[k])})
-                bad = sum(1 for x in parts[k] if ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
-                st2, a1 = m.stats(), c.ais()
-                ck.eq('filldirect: plan %s: HEADs at the stand-in (%d a group), redirected, '
-                      'the mount\'s, shared' % (k, per),
-                      (a1.get('s3_head', 0) - a0.get('s3_head', 0),
-                       a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
-                       st['plan_batch_heads'] - st0['plan_batch_heads'],
-                       st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
-                      (per * heads, 0, heads, 0))
-                ck.eq('filldirect: plan %s: paths with wrong bytes, GetBatch requests, bytes '
-                      'kept, stale objects, object GETs' % k,
-                      (bad, st['plan_batch_requests'] - st0['plan_batch_requests'],
-                       st['plan_batch_bytes'] - st0['plan_batch_bytes'],
-                       st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
-                       a1.get('redirects', 0) - a0.get('redirects', 0)),
-                      (0, 1, nbytes, 0, 0))
-    finally:
-        c.world.ais.head_at_proxy = False
+    for m, k, part, per, st0, a0 in direct_plans(ck, c, 'filldirect', parts, c.mount()):
+        _, nbytes, heads = model([(x[1], x[2], x[3]) for x in part], c.sizes, heads=True)
+        st = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
+                     {'plan_batch_heads': st0['plan_batch_heads'] + heads,
+                      'plan_fetch_paths': st0['plan_fetch_paths'] + len(part)})
+        bad = sum(1 for x in part if ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
+        st2, a1 = m.stats(), c.ais()
+        ck.eq('filldirect: plan %s: HEADs at the stand-in (%d a group), redirected, '
+              'the mount\'s, shared' % (k, per),
+              (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+               a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
+               st['plan_batch_heads'] - st0['plan_batch_heads'],
+               st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
+              (per * heads, 0, heads, 0))
+        ck.eq('filldirect: plan %s: paths with wrong bytes, GetBatch requests, bytes '
+              'kept, stale objects, object GETs' % k,
+              (bad, st['plan_batch_requests'] - st0['plan_batch_requests'],
+               st['plan_batch_bytes'] - st0['plan_batch_bytes'],
+               st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+               a1.get('redirects', 0) - a0.get('redirects', 0)),
+              (0, 1, nbytes, 0, 0))
 
 
 def case_stagedirect(env, ck, c):
@@ -1168,40 +1171,26 @@ def case_stagedirect(env, ck, c):
     items began (2 per object), and the mount sends none ahead after (1 per object)."""
     half = len(c.plan) // 2
     parts = {'a': c.plan[:half], 'b': c.plan[half:]}
-    files = {}
-    for k, part in parts.items():
-        files[k] = c.env.path('plan-direct-' + k)
-        with open(files[k], 'w') as f:
-            f.write(''.join(x[0] + '\n' for x in part))
-    c.world.ais.head_at_proxy = True
-    try:
-        with stage_mount(c, 'stagedirect') as m:
-            for s in range(NSHARDS):
-                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
-            for k, per in (('a', 2), ('b', 1)):
-                st0, a0 = m.stats(), c.ais()
-                ck.eq('stagedirect: plan %s rc' % k, ctl(m.mnt, 'plan %s %s' % (k, files[k])),
-                      None)
-                staged(m, st0, len(parts[k]))
-                bad = sum(1 for x in parts[k] if ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
-                objs = len(set(x[1] for x in parts[k]))
-                st = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
-                             {'plan_batch_heads': st0['plan_batch_heads'] + objs})
-                a1 = c.ais()
-                ck.eq('stagedirect: plan %s: HEADs at the stand-in (%d a shard of the window), '
-                      'redirected, the mount\'s' % (k, per),
-                      (a1.get('s3_head', 0) - a0.get('s3_head', 0),
-                       a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
-                       st['plan_batch_heads'] - st0['plan_batch_heads']),
-                      (per * objs, 0, objs))
-                ck.eq('stagedirect: plan %s: paths with wrong bytes, GetBatch requests, stale '
-                      'objects, bytes read from the stage' % k,
-                      (bad, st['plan_batch_requests'] - st0['plan_batch_requests'],
-                       st['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
-                       st['plan_stage_read_bytes'] - st0['plan_stage_read_bytes']),
-                      (0, 1, 0, sum(x[3] + 512 for x in parts[k])))
-    finally:
-        c.world.ais.head_at_proxy = False
+    for m, k, part, per, st0, a0 in direct_plans(ck, c, 'stagedirect', parts,
+                                                 stage_mount(c, 'stagedirect')):
+        staged(m, st0, len(part))
+        bad = sum(1 for x in part if ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
+        objs = len(set(x[1] for x in part))
+        st = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
+                     {'plan_batch_heads': st0['plan_batch_heads'] + objs})
+        a1 = c.ais()
+        ck.eq('stagedirect: plan %s: HEADs at the stand-in (%d a shard of the window), '
+              'redirected, the mount\'s' % (k, per),
+              (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+               a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
+               st['plan_batch_heads'] - st0['plan_batch_heads']),
+              (per * objs, 0, objs))
+        ck.eq('stagedirect: plan %s: paths with wrong bytes, GetBatch requests, stale '
+              'objects, bytes read from the stage' % k,
+              (bad, st['plan_batch_requests'] - st0['plan_batch_requests'],
+               st['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+               st['plan_stage_read_bytes'] - st0['plan_stage_read_bytes']),
+              (0, 1, 0, sum(x[3] + 512 for x in part)))
 
 
 def run(env, ck):
