@@ -411,6 +411,26 @@ void backend_head_drop(struct backend *be, struct backend_head_ahead *h)
 		be->ops->head_drop(be, h);
 }
 
+int backend_head_follow_submit(struct backend *be, struct backend_head_ahead *h, const char *key,
+			       struct backend_objinfo *info, backend_head_done_cb done, void *arg)
+{
+	if (!h || !be->ops->head_follow_submit)
+		return -EOPNOTSUPP;
+	memset(info, 0, sizeof(*info));
+	info->key = key;
+	return be->ops->head_follow_submit(be, h, key, info, done, arg);
+}
+
+void backend_head_drop_nowait(struct backend *be, struct backend_head_ahead *h)
+{
+	if (!h)
+		return;
+	if (be->ops->head_drop_nowait)
+		be->ops->head_drop_nowait(be, h);
+	else
+		be->ops->head_drop(be, h);
+}
+
 int backend_head_follow_many(struct backend *be, struct backend_head_ahead *const *h,
 			     const char *const *keys, size_t n, struct backend_objinfo *info,
 			     int *err)
@@ -496,6 +516,23 @@ int backend_batch_read(struct backend *be, const struct backend_batch_item *item
 			return -EINVAL;
 	}
 	return n ? be->ops->batch_read(be, items, n, cb, arg, err) : 0;
+}
+
+int backend_batch_read_submit(struct backend *be, const struct backend_batch_item *items, size_t n,
+			      backend_batch_sink_cb cb, void *arg, int *err,
+			      backend_batch_done_cb done, void *darg)
+{
+	if (!be->ops->batch_submit || n == 0)
+		return -EOPNOTSUPP;
+	for (size_t i = 0; i < n; i++) {
+		int e = backend__key_check(items[i].key);
+
+		if (e < 0)
+			return e;
+		if (items[i].len == 0 || items[i].len > INT64_MAX || items[i].off > INT64_MAX)
+			return -EINVAL;
+	}
+	return be->ops->batch_submit(be, items, n, cb, arg, err, done, darg);
 }
 
 ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag,

@@ -272,6 +272,20 @@ struct backend_head_ahead *backend_head_ahead(struct backend *be, const char *ke
 int backend_head_follow(struct backend *be, struct backend_head_ahead *h, const char *key,
 			struct backend_objinfo *info);
 void backend_head_drop(struct backend *be, struct backend_head_ahead *h);
+/* backend_head_follow without waiting for its answer (`*_submit`): the
+ * HEAD goes as soon as h's first half ended (at once when it has), from the
+ * I/O thread; done(arg, err) then runs once, on the I/O thread (or, the
+ * store stopping, on the calling thread before this returns), with
+ * backend_head_follow's errno, info filled when it is 0 (info and key the
+ * caller's, alive until done ran). So a caller waiting for several HEADs
+ * needs no thread for each. Takes h and returns 0; -EOPNOTSUPP when h is
+ * NULL or the store has no way to (h untouched: backend_head_follow it).
+ * backend_head_drop_nowait ends h never followed without waiting (freed
+ * when its first half ends). Any thread but the I/O thread. */
+typedef void (*backend_head_done_cb)(void *arg, int err);
+int backend_head_follow_submit(struct backend *be, struct backend_head_ahead *h, const char *key,
+			       struct backend_objinfo *info, backend_head_done_cb done, void *arg);
+void backend_head_drop_nowait(struct backend *be, struct backend_head_ahead *h);
 /* backend_head_follow of several at once (the answers as backend_stat_many
  * gives them: info[i], err[i]; 0, or -ENOMEM when they could not all be
  * asked): h[i] NULL is keys[i]'s whole HEAD. The followed HEADs go out
@@ -432,6 +446,19 @@ typedef int (*backend_batch_sink_cb)(void *arg, size_t i, uint64_t off, const vo
  * items left set to it). Blocks; any thread but the I/O thread. */
 int backend_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
 		       backend_batch_sink_cb cb, void *arg, int *err);
+/* backend_batch_read without waiting (`*_submit`): the same requests, sink
+ * and err[], but it returns at once and done(darg, ret) runs once, with
+ * what backend_batch_read would have returned, every err[i] set: on the
+ * I/O thread (or, the store stopping, on the calling thread before this
+ * returns). items, err and arg stay the caller's and alive until then. So
+ * a caller with several requests in flight needs no thread for each.
+ * Returns 0 (done will run), or, done never runs and nothing was asked:
+ * -EOPNOTSUPP (a store that cannot, or n 0: backend_batch_read it), -EINVAL,
+ * -ENOMEM. Any thread but the I/O thread. */
+typedef void (*backend_batch_done_cb)(void *darg, int ret);
+int backend_batch_read_submit(struct backend *be, const struct backend_batch_item *items, size_t n,
+			      backend_batch_sink_cb cb, void *arg, int *err,
+			      backend_batch_done_cb done, void *darg);
 
 /* Stop: every request in flight or waiting, now and later, completes at
  * once with -ECANCELED (transfers are aborted). For shutdown; there is no

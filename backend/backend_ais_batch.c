@@ -36,11 +36,19 @@
  * a 5xx is retried by the engine as any request's (its retry budget), then
  * -EIO.
  *
- * Threads: backend_batch_read blocks its caller; the parser and the sink
- * run on the I/O thread (the sink's contract is backend_sink_cb's).
+ * Rounds go one after the other from the I/O thread (round_done starts
+ * the next): backend__ais_batch_submit returns at once and its done runs
+ * on the I/O thread once every item's outcome is set, so a caller with
+ * several requests in flight needs no thread each (a staged window's,
+ * cachetier_batchm.c); backend__ais_batch_read waits for that done.
+ *
+ * Threads: backend_batch_read blocks its caller; the parser, the sink and
+ * backend_batch_read_submit's done run on the I/O thread (the sink's
+ * contract is backend_sink_cb's).
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +88,15 @@ struct batch {
 	uint64_t pad;
 	uint64_t pos; /* object offset of cur's next byte */
 	uint64_t trail;
+
+	/* the read's rounds (round_start, round_done): its own memory */
+	struct backend_objstore *os;
+	char *url;
+	char *body; /* the round's request body */
+	struct backend_req req;
+	int ret; /* the call's answer, once finished */
+	backend_batch_done_cb done;
+	void *darg;
 };
 
 static uint64_t octal(const unsigned char *p, size_t n, int *bad)
@@ -348,24 +365,29 @@ static int batch_body(struct batch *b, size_t from, char **out, size_t *outlen)
 	return 0;
 }
 
-/* One request for items [b->cur, n): returns the engine's errno. */
-static int batch_round(struct backend_objstore *os, struct batch *b, const char *url)
+static void round_done(void *arg, struct backend_req *r, int err);
+
+/* The next round: a request for items [b->cur, n), its answer to
+ * batch_data and its end to round_done. 0 (submitted: round_done will
+ * run, perhaps already ran), or -ENOMEM (nothing asked). */
+static int round_start(struct batch *b)
 {
-	struct backend_req req;
-	char *body;
 	size_t blen;
-	int err = batch_body(b, b->cur, &body, &blen);
+	int err = batch_body(b, b->cur, &b->body, &blen);
 
 	if (err < 0)
 		return err;
-	memset(&req, 0, sizeof(req));
-	req.method = "GET";
-	req.url = (char *)url;
-	req.body = body;
-	req.body_len = blen;
+	memset(&b->req, 0, sizeof(b->req));
+	b->req.method = "GET";
+	b->req.url = b->url;
+	b->req.body = b->body;
+	b->req.body_len = blen;
 	/* GetBatch's own endpoint failing says nothing of the objects, which
 	 * the cache tier then fetches with ranged GETs: never the store down */
-	req.solo = 1;
+	b->req.solo = 1;
+	b->req.on_data = batch_data;
+	b->req.on_done = round_done;
+	b->req.arg = b;
 	b->answered = 0;
 	b->in_item = 0;
 	b->broken = 0;
@@ -373,85 +395,174 @@ static int batch_round(struct backend_objstore *os, struct batch *b, const char 
 	b->st = T_HDR;
 	b->hlen = 0;
 	b->trail = 0;
-	err = backend_io_run(os->io, &req, batch_data, b);
+	backend_io_submit(b->os->io, &b->req);
+	return 0;
+}
+
+/* A round's answer ended with the engine's errno err: the round's result,
+ * negative when no byte of an answer came (or -ENOMEM), else 1. */
+static int round_result(struct batch *b, const struct backend_req *r, int err)
+{
 	free(b->pax);
 	b->pax = NULL;
 	free(b->paxpath);
 	b->paxpath = NULL;
-	free(body);
+	free(b->body);
+	b->body = NULL;
 	if (err == 0 && b->got == 0 && b->cur < b->n)
 		err = -EIO; /* an empty answer */
 	/* a store without GetBatch: no such endpoint (404: with coer a
 	 * missing object is a member, never the answer's status), method or
 	 * request (400, 405) */
 	if (err < 0 && b->got == 0 && b->cur == 0 &&
-	    (req.status == 400 || req.status == 404 || req.status == 405))
+	    (r->status == 400 || r->status == 404 || r->status == 405))
 		err = -EOPNOTSUPP;
 	return err < 0 && b->got == 0 ? err : (err == -ENOMEM ? err : 1);
+}
+
+/* After a round whose result is r: 1 when items are left to ask for, 0
+ * when the call is over (every err[] set, b->ret its answer). */
+static int round_next(struct batch *b, int r)
+{
+	size_t n = b->n;
+
+	if (b->sink_err) {
+		for (; b->cur < n; b->cur++)
+			b->err[b->cur] = b->sink_err;
+		b->ret = b->sink_err;
+		return 0;
+	}
+	if (r < 0) { /* no byte of an answer: every item left fails */
+		for (; b->cur < n; b->cur++)
+			b->err[b->cur] = r;
+		b->ret = r == -ENOMEM || r == -EOPNOTSUPP ? r : 0;
+		return 0;
+	}
+	/* the answer ended before its last item: the item it was in (or,
+	 * when it answered none, its first) is -EIO; the rest are asked for
+	 * again */
+	if (b->cur < n && (b->in_item || b->broken || b->answered == 0))
+		b->err[b->cur++] = -EIO;
+	return b->cur < n;
+}
+
+static void batch_free(struct batch *b)
+{
+	if (b->names)
+		for (size_t i = 0; i < b->n; i++)
+			free(b->names[i]);
+	free(b->names);
+	free(b->url);
+	free(b);
+}
+
+/* Rounds from the one whose result is r on, until one is in flight (its
+ * round_done goes on) or the call is over (done told, b freed). */
+static void batch_step(struct batch *b, int r)
+{
+	backend_batch_done_cb done;
+	void *darg;
+	int ret;
+
+	while (round_next(b, r)) {
+		r = round_start(b);
+		if (r == 0)
+			return;
+	}
+	done = b->done;
+	darg = b->darg;
+	ret = b->ret;
+	batch_free(b);
+	done(darg, ret);
+}
+
+/* The engine's on_done of a round (I/O thread; or the submitting thread
+ * when the engine refused it at once): the next round or the end. */
+static void round_done(void *arg, struct backend_req *r, int err)
+{
+	struct batch *b = arg;
+
+	batch_step(b, round_result(b, r, err));
+}
+
+int backend__ais_batch_submit(struct backend *be, const struct backend_batch_item *items, size_t n,
+			      backend_batch_sink_cb cb, void *arg, int *err,
+			      backend_batch_done_cb done, void *darg)
+{
+	struct backend_objstore *os = be->impl;
+	struct batch *b;
+	char benc[1024];
+	size_t ulen;
+
+	if (os->kind != OS_AIS)
+		return -EOPNOTSUPP; /* (the object stores' op: AIStore's only) */
+	if (backend__uri_encode(benc, sizeof(benc), os->bucket, strlen(os->bucket), 0) < 0)
+		return -EINVAL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->os = os;
+	b->items = items;
+	b->n = n;
+	b->cb = cb;
+	b->arg = arg;
+	b->err = err;
+	b->done = done;
+	b->darg = darg;
+	b->names = calloc(n ? n : 1, sizeof(*b->names));
+	ulen = strlen(os->ep.base) + strlen(benc) + 64;
+	b->url = malloc(ulen);
+	if (!b->names || !b->url) {
+		batch_free(b);
+		return -ENOMEM;
+	}
+	snprintf(b->url, ulen, "%s/v1/ml/moss/%s?provider=ais", os->ep.base, benc);
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(os->prefix) + strlen(items[i].key) + 1;
+
+		err[i] = -EIO;
+		b->names[i] = malloc(l);
+		if (!b->names[i]) {
+			batch_free(b);
+			return -ENOMEM;
+		}
+		snprintf(b->names[i], l, "%s%s", os->prefix, items[i].key);
+	}
+	if (n == 0)
+		batch_step(b, 1); /* nothing to ask: done now */
+	else if (round_start(b) < 0)
+		batch_step(b, -ENOMEM);
+	return 0;
+}
+
+/* backend__ais_batch_read's wait for the submitted call's done. */
+struct batch_wait {
+	sem_t done;
+	int ret;
+};
+
+static void batch_waited(void *arg, int ret)
+{
+	struct batch_wait *w = arg;
+
+	w->ret = ret;
+	sem_post(&w->done);
 }
 
 int backend__ais_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
 			    backend_batch_sink_cb cb, void *arg, int *err)
 {
-	struct backend_objstore *os = be->impl;
-	struct batch b;
-	char benc[1024], *url = NULL;
-	size_t ulen;
-	int ret = 0;
+	struct batch_wait w;
+	int ret;
 
-	if (backend__uri_encode(benc, sizeof(benc), os->bucket, strlen(os->bucket), 0) < 0)
-		return -EINVAL;
-	memset(&b, 0, sizeof(b));
-	b.items = items;
-	b.n = n;
-	b.cb = cb;
-	b.arg = arg;
-	b.err = err;
-	b.names = calloc(n ? n : 1, sizeof(*b.names));
-	ulen = strlen(os->ep.base) + strlen(benc) + 64;
-	url = malloc(ulen);
-	if (!b.names || !url) {
-		ret = -ENOMEM;
-		goto out;
+	if (sem_init(&w.done, 0, 0) < 0)
+		return -ENOMEM;
+	ret = backend__ais_batch_submit(be, items, n, cb, arg, err, batch_waited, &w);
+	if (ret == 0) {
+		while (sem_wait(&w.done) < 0 && errno == EINTR)
+			; /* the engine ends every round */
+		ret = w.ret;
 	}
-	snprintf(url, ulen, "%s/v1/ml/moss/%s?provider=ais", os->ep.base, benc);
-	for (size_t i = 0; i < n; i++) {
-		size_t l = strlen(os->prefix) + strlen(items[i].key) + 1;
-
-		err[i] = -EIO;
-		b.names[i] = malloc(l);
-		if (!b.names[i]) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		snprintf(b.names[i], l, "%s%s", os->prefix, items[i].key);
-	}
-	while (b.cur < n) {
-		int r = batch_round(os, &b, url);
-
-		if (b.sink_err) {
-			for (; b.cur < n; b.cur++)
-				err[b.cur] = b.sink_err;
-			ret = b.sink_err;
-			break;
-		}
-		if (r < 0) { /* no byte of an answer: every item left fails */
-			for (; b.cur < n; b.cur++)
-				err[b.cur] = r;
-			ret = r == -ENOMEM || r == -EOPNOTSUPP ? r : 0;
-			break;
-		}
-		/* the answer ended before its last item: the item it was in
-		 * (or, when it answered none, its first) is -EIO; the rest are
-		 * asked for again */
-		if (b.cur < n && (b.in_item || b.broken || b.answered == 0))
-			err[b.cur++] = -EIO;
-	}
-out:
-	if (b.names)
-		for (size_t i = 0; i < n; i++)
-			free(b.names[i]);
-	free(b.names);
-	free(url);
+	sem_destroy(&w.done);
 	return ret;
 }

@@ -26,9 +26,18 @@
  * groups, cachetier_batchv.c), then sends the whole HEADs of those that
  * kept none together (backend_stat_many's way).
  *
+ * backend__ais_head_follow_submit does what backend__ais_head_follow does
+ * without a waiting thread: the follow (or the whole HEAD) is submitted by
+ * the caller when the endpoint's answer is in, else by ahead_done when it
+ * comes (h->state: whichever comes second sends it, exactly once), and its
+ * answer is given by follow_done on the I/O thread. The staged windows'
+ * HEADs (cachetier_batchm.c) go so: no thread per HEAD.
+ * backend__ais_head_drop_nowait likewise frees h at the endpoint's answer.
+ *
  * Threads: the caller's (any but the I/O thread); the endpoint's answer
- * is noted on the I/O thread (os_ahead_done); follow and drop wait for it,
- * bounded by the engine's retry budget and stall bound.
+ * is noted on the I/O thread (ahead_done); follow and drop wait for it,
+ * bounded by the engine's retry budget and stall bound; the _submit and
+ * _nowait ones wait for nothing but ahead_done's post when it has ended.
  */
 #include <errno.h>
 #include <semaphore.h>
@@ -39,19 +48,62 @@
 #include "backend_i.h"
 #include "backend_io_i.h"
 
+/* Where a HEAD sent ahead is: its first half running, ended (done posted),
+ * or running with its follow (backend__ais_head_follow_submit) or its drop
+ * (backend__ais_head_drop_nowait) asked for, to be done by ahead_done. */
+enum { AH_RUNNING, AH_ENDED, AH_FOLLOW, AH_DROP };
+
 struct backend_head_ahead {
 	struct backend_req req; /* the HEAD at the endpoint: url is ours */
 	sem_t done;		/* posted on the I/O thread once it ended */
 	int err;		/* its errno, written before done */
+	atomic_int state;	/* AH_*: the caller's ask and ahead_done meet here */
+	/* backend__ais_head_follow_submit's: its HEAD and what it answers */
+	struct backend_req follow;
+	struct backend *be;
+	const char *key;
+	struct backend_objinfo *info;
+	backend_head_done_cb fdone;
+	void *farg;
 };
 
+static void ahead_release(struct backend_head_ahead *h)
+{
+	free(h->req.location);
+	free(h->req.url);
+	sem_destroy(&h->done);
+	free(h);
+}
+
+static void ahead_free(struct backend_head_ahead *h)
+{
+	while (sem_wait(&h->done) < 0 && errno == EINTR)
+		; /* the engine ends every request */
+	ahead_release(h);
+}
+
+static void follow_start(struct backend_head_ahead *h);
+
+/* The endpoint's answer, on the I/O thread: told to a waiting follow or
+ * drop (done posted: the last touch of h), or the asynchronous follow or
+ * drop asked for meanwhile done here. */
 static void ahead_done(void *arg, struct backend_req *r, int err)
 {
 	struct backend_head_ahead *h = arg;
 
 	(void)r;
 	h->err = err;
-	sem_post(&h->done);
+	switch (atomic_exchange_explicit(&h->state, AH_ENDED, memory_order_acq_rel)) {
+	case AH_FOLLOW:
+		follow_start(h);
+		break;
+	case AH_DROP:
+		ahead_release(h);
+		break;
+	default:
+		sem_post(&h->done);
+		break;
+	}
 }
 
 struct backend_head_ahead *backend__ais_head_ahead(struct backend *be, const char *key)
@@ -70,22 +122,13 @@ struct backend_head_ahead *backend__ais_head_ahead(struct backend *be, const cha
 		free(h);
 		return NULL;
 	}
+	atomic_init(&h->state, AH_RUNNING);
 	h->req.method = "HEAD";
 	h->req.keep_redirect = 1;
 	h->req.on_done = ahead_done;
 	h->req.arg = h;
 	backend_io_submit(os->io, &h->req);
 	return h;
-}
-
-static void ahead_free(struct backend_head_ahead *h)
-{
-	while (sem_wait(&h->done) < 0 && errno == EINTR)
-		; /* the engine ends every request */
-	free(h->req.location);
-	free(h->req.url);
-	sem_destroy(&h->done);
-	free(h);
 }
 
 void backend__ais_head_drop(struct backend *be, struct backend_head_ahead *h)
@@ -130,6 +173,75 @@ int backend__ais_head_follow(struct backend *be, struct backend_head_ahead *h, c
 		backend__req_failed(be, "HEAD", key, &r, err);
 	ahead_free(h);
 	return err;
+}
+
+/* The asynchronous follow's HEAD ended (the I/O thread, or the caller's
+ * when the engine refused it at once): its answer, h freed, then the
+ * caller told (after which nothing of the caller's is touched). */
+static void follow_done(void *arg, struct backend_req *r, int err)
+{
+	struct backend_head_ahead *h = arg;
+	backend_head_done_cb done = h->fdone;
+	void *darg = h->farg;
+
+	if (err == 0)
+		backend_io_head_info(h->info, h->key, r);
+	else
+		backend__req_failed(h->be, "HEAD", h->key, r, err);
+	ahead_release(h);
+	done(darg, err);
+}
+
+/* h's first half ended: the HEAD to its kept redirect's target, or (none
+ * kept) the whole HEAD again, as backend__ais_head_follow sends them, with
+ * follow_done at its end. Any thread, the I/O thread too. */
+static void follow_start(struct backend_head_ahead *h)
+{
+	struct backend_objstore *os = h->be->impl;
+
+	memset(&h->follow, 0, sizeof(h->follow));
+	h->follow.method = "HEAD";
+	if (h->err == 0 && h->req.location) {
+		h->follow.url = h->req.location;
+	} else {
+		if (h->err == 0) /* answered at the endpoint: older than this call */
+			atomic_store_explicit(&os->head_direct, 1, memory_order_relaxed);
+		h->follow.url = h->req.url; /* the whole HEAD: backend__os_stat's URL */
+	}
+	h->follow.on_done = follow_done;
+	h->follow.arg = h;
+	backend_io_submit(os->io, &h->follow);
+}
+
+int backend__ais_head_follow_submit(struct backend *be, struct backend_head_ahead *h,
+				    const char *key, struct backend_objinfo *info,
+				    backend_head_done_cb done, void *arg)
+{
+	int s = AH_RUNNING;
+
+	h->be = be;
+	h->key = key;
+	h->info = info;
+	h->fdone = done;
+	h->farg = arg;
+	if (atomic_compare_exchange_strong_explicit(&h->state, &s, AH_FOLLOW, memory_order_acq_rel,
+						    memory_order_acquire))
+		return 0; /* ahead_done sends it */
+	/* it ended: its post is all ahead_done still does with h */
+	while (sem_wait(&h->done) < 0 && errno == EINTR)
+		;
+	follow_start(h);
+	return 0;
+}
+
+void backend__ais_head_drop_nowait(struct backend *be, struct backend_head_ahead *h)
+{
+	int s = AH_RUNNING;
+
+	(void)be;
+	if (!atomic_compare_exchange_strong_explicit(&h->state, &s, AH_DROP, memory_order_acq_rel,
+						     memory_order_acquire))
+		ahead_free(h); /* it ended (else ahead_done frees it) */
 }
 
 /* backend__ais_head_follow_many's HEADs to kept redirects: the i-th of

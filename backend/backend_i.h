@@ -49,12 +49,23 @@ struct backend_ops {
 	 * store has no batch read (-EOPNOTSUPP) */
 	int (*batch_read)(struct backend *be, const struct backend_batch_item *items, size_t n,
 			  backend_batch_sink_cb cb, void *arg, int *err);
+	/* backend_batch_read_submit (checked as batch_read's, n > 0); NULL:
+	 * -EOPNOTSUPP, the caller reads with batch_read */
+	int (*batch_submit)(struct backend *be, const struct backend_batch_item *items, size_t n,
+			    backend_batch_sink_cb cb, void *arg, int *err,
+			    backend_batch_done_cb done, void *darg);
 	/* backend_head_ahead (key checked; NULL: none, follow stats), its
 	 * follow (h not NULL) and drop; NULL: the store never splits a HEAD */
 	struct backend_head_ahead *(*head_ahead)(struct backend *be, const char *key);
 	int (*head_follow)(struct backend *be, struct backend_head_ahead *h, const char *key,
 			   struct backend_objinfo *info);
 	void (*head_drop)(struct backend *be, struct backend_head_ahead *h);
+	/* backend_head_follow_submit (h not NULL, info zeroed) and
+	 * backend_head_drop_nowait; NULL: follow and drop then */
+	int (*head_follow_submit)(struct backend *be, struct backend_head_ahead *h, const char *key,
+				  struct backend_objinfo *info, backend_head_done_cb done,
+				  void *arg);
+	void (*head_drop_nowait)(struct backend *be, struct backend_head_ahead *h);
 	/* backend_head_follow_many (keys checked, err[] 0 or the key's
 	 * errno, info[] zeroed); NULL: none is ever sent ahead */
 	int (*head_follow_many)(struct backend *be, struct backend_head_ahead *const *h,
@@ -379,6 +390,9 @@ struct backend_objstore {
  * object stores' batch_read for kind OS_AIS. */
 int backend__ais_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
 			    backend_batch_sink_cb cb, void *arg, int *err);
+int backend__ais_batch_submit(struct backend *be, const struct backend_batch_item *items, size_t n,
+			      backend_batch_sink_cb cb, void *arg, int *err,
+			      backend_batch_done_cb done, void *darg);
 
 int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 		     const struct backend_config *cfg);
@@ -392,6 +406,10 @@ struct backend_head_ahead *backend__ais_head_ahead(struct backend *be, const cha
 int backend__ais_head_follow(struct backend *be, struct backend_head_ahead *h, const char *key,
 			     struct backend_objinfo *info);
 void backend__ais_head_drop(struct backend *be, struct backend_head_ahead *h);
+int backend__ais_head_follow_submit(struct backend *be, struct backend_head_ahead *h,
+				    const char *key, struct backend_objinfo *info,
+				    backend_head_done_cb done, void *arg);
+void backend__ais_head_drop_nowait(struct backend *be, struct backend_head_ahead *h);
 int backend__ais_head_follow_many(struct backend *be, struct backend_head_ahead *const *h,
 				  const char *const *keys, size_t n, struct backend_objinfo *info,
 				  int *err);

@@ -307,11 +307,6 @@ int backend_io_run_many(struct backend_io *io, size_t n, unsigned window,
 			int (*done)(void *arg, size_t i, unsigned slot, struct backend_req *r,
 				    int err),
 			void *arg);
-/* Run r with its body going to on_data(arg, ...) on the I/O thread, and
- * wait for it to end: the engine's errno (on_data's own, when it stopped
- * the request). For answers parsed as they stream (backend_ais_batch.c). */
-int backend_io_run(struct backend_io *io, struct backend_req *r, backend_req_data_cb on_data,
-		   void *arg);
 
 /* HTTP status to errno: the one place where that mapping lives. */
 int backend__http_errno(long status);

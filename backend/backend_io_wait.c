@@ -329,35 +329,6 @@ ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_
 	return (ssize_t)s.bytes;
 }
 
-struct relay {
-	struct waiter w; /* first: on_done's arg is the waiter */
-	backend_req_data_cb on_data;
-	void *arg;
-};
-
-static int relay_data(void *arg, const void *buf, size_t len)
-{
-	struct relay *x = arg;
-
-	return x->on_data(x->arg, buf, len);
-}
-
-int backend_io_run(struct backend_io *io, struct backend_req *r, backend_req_data_cb on_data,
-		   void *arg)
-{
-	struct relay x;
-
-	waiter_init(&x.w);
-	x.on_data = on_data;
-	x.arg = arg;
-	r->on_data = relay_data;
-	r->on_restart = NULL;
-	r->on_poll = NULL;
-	r->on_mem = NULL;
-	/* waiter_run sets r->arg = &x.w: on_data and on_done share it */
-	return waiter_run(io, r, &x.w);
-}
-
 int backend_io_head(struct backend_io *io, struct backend_req *r)
 {
 	struct waiter w;

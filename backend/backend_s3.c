@@ -765,9 +765,12 @@ static const struct backend_ops os_ops = {
     .read_cb = os_read_cb,
     .read_async = os_read_async,
     .batch_read = os_batch_read,
+    .batch_submit = backend__ais_batch_submit,
     .head_ahead = backend__ais_head_ahead,
     .head_follow = backend__ais_head_follow,
     .head_drop = backend__ais_head_drop,
+    .head_follow_submit = backend__ais_head_follow_submit,
+    .head_drop_nowait = backend__ais_head_drop_nowait,
     .head_follow_many = backend__ais_head_follow_many,
 };
 

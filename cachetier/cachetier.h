@@ -628,6 +628,7 @@ struct cachetier_batch_result {
 	uint64_t heads;
 	uint64_t heads_shared;
 	uint64_t head_waits;
+	uint64_t threads; /* threads started: two a batch fill's request, one a window */
 };
 /* Fetch the units behind the pieces p[0..n) (a window of a reading plan,
  * in plan order, several objects) with the store's batch read
@@ -773,11 +774,10 @@ struct cachetier_batch_mem {
  * version or gone), -EIO (the HEAD failed, the item failed or was cut),
  * the store's errno, -EAGAIN (no thread), -ECANCELED (cachetier_cancel
  * before its request had a slot). Each done runs exactly once, on the
- * window's thread or its object's HEAD thread (one an object: no object
- * waits for another's HEAD), never the caller's nor the I/O thread's; buf is
+ * window's thread, never the caller's nor the I/O thread's; buf is
  * written until then. Each request takes a slot as a batch fill's
  * request takes one (at most par of both at once; the wait bounded as
- * theirs, on the caller's thread) and runs on a thread of its own;
+ * theirs, on the caller's thread), submitted (a thread if the store can't);
  * counted in cachetier_batch_stats (requests, items, failed, stale,
  * heads; bytes: only the cache's). Returns 0 (every done will run),
  * -EOPNOTSUPP (every done will run; the store has no batch read or

@@ -393,7 +393,7 @@ static void bt_fetch(struct bt_req *q)
 	atomic_init(&live.ended, 0);
 	if (sem_init(&live.arrive, 0, 0) == 0) {
 		q->live = &live;
-		if (cachetier__batch_thread(&th, 0, bt_read, q) == 0) {
+		if (cachetier__batch_thread(q->ct, &th, 0, bt_read, q) == 0) {
 			for (;;) {
 				while (sem_wait(&live.arrive) < 0 && errno == EINTR)
 					;
@@ -654,7 +654,7 @@ static void bt_start(struct bt_req *q, int sync)
 		 * first, while the caller claims the window's later requests
 		 * (run on the caller's thread after them, the first request went
 		 * out last: readers waited 0.2-0.7 s for it at an epoch's start) */
-		if (cachetier__batch_thread(&q->th, 0, bt_request, q) == 0)
+		if (cachetier__batch_thread(q->ct, &q->th, 0, bt_request, q) == 0)
 			q->started = 1;
 		return;
 	}
@@ -665,7 +665,7 @@ static void bt_start(struct bt_req *q, int sync)
 	}
 	/* the thread id goes to a local: once started, the detached thread
 	 * may have freed c before pthread_create returns */
-	started = cachetier__batch_thread(&th, 1, bt_request, c) == 0;
+	started = cachetier__batch_thread(c->ct, &th, 1, bt_request, c) == 0;
 	if (!started)
 		bt_request(c); /* frees c */
 }
@@ -726,7 +726,8 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 	return !made ? 0 : q->room ? 1 : -1;
 }
 
-int cachetier__batch_thread(pthread_t *th, int detached, void *(*fn)(void *), void *arg)
+int cachetier__batch_thread(struct cachetier *ct, pthread_t *th, int detached, void *(*fn)(void *),
+			    void *arg)
 {
 	pthread_attr_t at;
 	int err = pthread_attr_init(&at);
@@ -739,6 +740,8 @@ int cachetier__batch_thread(pthread_t *th, int detached, void *(*fn)(void *), vo
 	if (err == 0)
 		err = pthread_create(th, &at, fn, arg);
 	pthread_attr_destroy(&at);
+	if (err == 0)
+		atomic_fetch_add_explicit(&ct->batch_threads, 1, memory_order_relaxed);
 	return err;
 }
 
@@ -845,6 +848,7 @@ void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *
 	cachetier__lock(ct);
 	*r = ct->batch;
 	disk_mutex_unlock(&ct->lock);
+	r->threads = atomic_load_explicit(&ct->batch_threads, memory_order_relaxed);
 }
 
 void cachetier__batch_stop(struct cachetier *ct)

@@ -130,7 +130,8 @@ int cachetier__batch_slot(struct cachetier *ct, unsigned par);
 /* cachetier_batch.c: a thread of the batch fills or the batch reads into
  * memory (fn(arg)), detached or not, on a stack of BT_STACK_BYTES: 0, or
  * pthread_create's errno. An epoch starts about a thousand of them (a
- * staged window: its own, one per request, one per object), each living
+ * staged window: its own; until 2026-12-03 one per request and one per
+ * object too, now submitted: cachetier_batchm.c), each living
  * for a request; on the default stack (the process's limit, 8 MiB here)
  * glibc keeps only 5 stacks for reuse (40 MiB), so most got a fresh mmap,
  * its page faults and, at their end, an munmap whose TLB shootdown
@@ -139,9 +140,11 @@ int cachetier__batch_slot(struct cachetier *ct, unsigned par);
  * epoch's end (tests/bench/README.md, batch8). At BT_STACK_BYTES 80 stay
  * cached. What runs on them: the store's blocking calls (backend_batch_read,
  * backend_head_follow, backend_stat_many: a URL, a path, a request struct
- * on the stack) and the stage's done callbacks. */
+ * on the stack) and the stage's done callbacks. Each one started is
+ * counted (ct->batch_threads: the batch results' threads). */
 #define BT_STACK_BYTES (512u * 1024)
-int cachetier__batch_thread(pthread_t *th, int detached, void *(*fn)(void *), void *arg);
+int cachetier__batch_thread(struct cachetier *ct, pthread_t *th, int detached, void *(*fn)(void *),
+			    void *arg);
 
 /* cachetier_batchv.c. ct->lock held: runs [from, upto) that came whole
  * (final: the answer ended, err[] read too) join their object's group;

@@ -9,8 +9,12 @@
  *
  * A window: items it[0..n), split by the caller into requests (stretches
  * [ends[g - 1], ends[g]) of the plan's order), each one GetBatch request
- * on a reader thread of its own (bm_read, a batch slot each: at most par
- * requests of these and the batch fills at once), read in parallel. Their
+ * (a batch slot each: at most par requests of these and the batch fills
+ * at once), read in parallel: submitted (backend_batch_read_submit), its
+ * end told on the store's I/O thread (bm_read_done) and its slot given
+ * back by the window thread (bm_slots), no thread waiting for it; a store
+ * that cannot submit one has it on a reader thread of its own (bm_read,
+ * as every request until 2026-12-03). Their
  * sinks (the store's I/O thread: no lock, no disk) copy each piece into
  * its item's buffer, in order. One window thread (bm_window) applies the
  * version rule to the whole window: one HEAD per object of the window,
@@ -22,22 +26,26 @@
  * failed). So a window of k objects sends exactly k HEADs (fewer when no
  * item of an object began: none for it), whatever the timing and however
  * many requests it took; no HEAD is shared with or waits for another
- * window's or a batch fill's. Each object's HEAD runs on a thread of its
- * own (bm_head, started by the window thread as soon as the object's
- * items all began), so no object waits for another's HEAD, and the HEAD's
- * round trip overlaps the rest of its items' transfer (until 2026-12-02
- * it went only once they had all arrived whole: an object's HEAD then
- * began one item's transfer later). Without a thread (pthread_create
- * failed) the window thread sends the HEAD itself.
+ * window's or a batch fill's. Each object's HEAD is submitted by the
+ * window thread as soon as the object's items all began (bm_ask,
+ * backend_head_follow_submit) and its end told on the store's I/O thread
+ * (bm_headed): no object waits for another's HEAD, no thread waits for
+ * one, and the HEAD's round trip overlaps the rest of its items' transfer
+ * (until 2026-12-02 it went only once they had all arrived whole: an
+ * object's HEAD then began one item's transfer later). Until 2026-12-03
+ * each ran on a thread of its own (bm_head: now only where the store
+ * cannot submit it, none sent ahead; without a thread the window thread
+ * sends it itself): some 300 threads an epoch (tests/bench/README.md L9).
  *
  * A HEAD's two hops (AIStore's proxy answers an object's HEAD with a 307 to
  * its target, which answers it): the first goes with the window's requests
  * (backend_head_ahead, one per object), its redirect kept unfollowed; the
- * object's HEAD thread follows it (backend_head_follow), so the HEAD on
+ * object's HEAD follows it (backend_head_follow_submit), so the HEAD on
  * the window's path costs the target's round trip only. The proxy's answer
  * is a redirect chosen by the object's name, none of its state: what the
- * rule below reads is the target's answer, sent when the HEAD thread
- * follows the redirect (S below). An object none of whose items began
+ * rule below reads is the target's answer, sent when the window thread
+ * asks for it, or when the proxy's answer comes if that is later (S
+ * below). An object none of whose items began
  * drops its redirect unfollowed. Stores that answer a HEAD at once (no
  * redirect) get the whole HEAD at S, as before.
  *
@@ -62,7 +70,8 @@
  *   byte, so before that byte arrived here (A_j: the sink, off == the
  *   item's off, sets begun[j] and only then counts j off its object's
  *   open tally). The HEAD is sent at S > A_j for every begun item j of
- *   the object (its thread starts after the tally read zero), and the
+ *   the object (the window thread asks for it after the tally read
+ *   zero; it goes then or at the proxy's answer, later), and the
  *   store answers it at H > S. So O_j < A_j < S < H for every item of
  *   the object whose bytes may be given (an item that did not begin has
  *   no bytes to give: it is refused).
@@ -95,12 +104,16 @@
  * could not start (no slot, the tier stops, no thread) refuses its items.
  *
  * Threads and lifetime: the window thread is detached and counted in
- * ct->batch_windows, the readers in ct->batch_running (cachetier_close
- * waits for both: cachetier__batch_stop); the window thread joins the
- * readers once every request ended and the caller started them all, and
- * the objects' HEAD threads once every object was given; the window is
- * freed by the last of that thread and the call (bm_unref). Each item's
- * object is referenced from the call until its done ran.
+ * ct->batch_windows, the requests in ct->batch_running (cachetier_close
+ * waits for both: cachetier__batch_stop; a submitted request's slot is
+ * given back by the window thread, which ends only after every request
+ * ended); the window thread joins the
+ * readers (if any) once every request ended and the caller started them all, and
+ * the objects' HEAD threads (if any) once every object was given; the
+ * window is freed by the last of that thread, the call and the submitted
+ * requests' and HEADs' ends (bm_unref: each holds a reference until its
+ * post). Each
+ * item's object is referenced from the call until its done ran.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -120,27 +133,32 @@ struct bm_obj {
 	struct ct_file *f;
 	atomic_uint open;
 	atomic_uint left;
-	atomic_int headed; /* its HEAD thread set v (and posted the window's arrive) */
+	atomic_int headed; /* its HEAD's end set v (and posted the window's arrive) */
 	int v;		   /* the HEAD's answer: 0, -ESTALE, -EIO (written before headed) */
-	int asked;	   /* the window thread: its HEAD thread started (or it ran here) */
+	int asked;	   /* the window thread: its HEAD sent (or no HEAD needed) */
 	int given;	   /* the window thread: its items were given */
 	int started;	   /* its HEAD thread runs (joined by the window thread) */
 	pthread_t th;
 	struct bm_win *w;
-	unsigned heads, stale; /* its HEAD thread's counts, read once joined */
+	unsigned heads, stale;	     /* its HEAD's counts, read once headed (and joined) */
+	struct backend_objinfo info; /* the submitted HEAD's answer (bm_headed) */
 	/* its HEAD's first hop, sent with the window's requests (NULL: none,
 	 * the whole HEAD goes at its time): set by the caller before any
 	 * request starts, taken by its HEAD thread */
 	struct backend_head_ahead *ahead;
 };
 
-/* A request: items [a, b) of the window, on a reader thread. */
+/* A request: items [a, b) of the window, submitted (its end told on the
+ * store's I/O thread: bm_read_done) or on a reader thread. */
 struct bm_rd {
 	struct bm_win *w;
 	size_t a, b;
 	pthread_t th;
-	int started; /* its thread runs (joined by the window thread) */
-	int ret;     /* backend_batch_read's answer */
+	int started;	/* its thread runs (joined by the window thread) */
+	int submitted;	/* submitted: its slot given back by the window thread */
+	atomic_int fin; /* submitted and ended (rd->ret set): bm_read_done's */
+	int freed;	/* the window thread gave its slot back */
+	int ret;	/* backend_batch_read's answer */
 };
 
 struct bm_win {
@@ -217,6 +235,20 @@ static void bm_settle(struct bm_win *w, size_t a, size_t b, int ret)
 	}
 }
 
+/* A request's end (its answer ret): its slot given back. ct->lock not
+ * held; its reader thread, or the window thread for a submitted one. */
+static void bm_slot_free(struct cachetier *ct, int ret)
+{
+	cachetier__lock(ct);
+	if (ret == -EOPNOTSUPP)
+		ct->batch.refused = 1;
+	else if (ret == 0)
+		ct->batch_answered = 1;
+	ct->batch_running--;
+	pthread_cond_broadcast(&ct->unit_cond); /* a slot is free */
+	disk_mutex_unlock(&ct->lock);
+}
+
 /* A request of the window, on its reader thread: the answer read, its
  * items not whole settled, its slot given back. */
 static void *bm_read(void *arg)
@@ -229,59 +261,146 @@ static void *bm_read(void *arg)
 	rd->ret = backend_batch_read(ct->be, w->items + rd->a, rd->b - rd->a, bm_sink, rd,
 				     w->err + rd->a);
 	bm_settle(w, rd->a, rd->b, rd->ret);
-	cachetier__lock(ct);
-	if (rd->ret == -EOPNOTSUPP)
-		ct->batch.refused = 1;
-	else if (rd->ret == 0)
-		ct->batch_answered = 1;
-	ct->batch_running--;
-	pthread_cond_broadcast(&ct->unit_cond); /* a slot is free */
-	disk_mutex_unlock(&ct->lock);
+	bm_slot_free(ct, rd->ret);
 	atomic_fetch_add_explicit(&w->ended, 1, memory_order_acq_rel);
 	sem_post(&w->arrive);
 	return NULL;
 }
 
-/* Object o of its window, every item of which has begun (its first byte
- * arrived: the target opened its version) or settled: one HEAD (when an
- * item of it began), its answer in o->v; then the window thread told.
- * Its HEAD thread (or the window thread); no lock held. */
+/* The window freed by the last of its thread, its caller (the caller posts
+ * the launch after setting it: the thread may end before that) and its
+ * submitted requests and HEADs (bm_read_done and bm_headed post after
+ * what the thread reads: it may end before that too). */
+static void bm_unref(struct bm_win *w)
+{
+	if (atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	sem_destroy(&w->arrive);
+	free(w);
+}
+
+/* A submitted request ended (backend_batch_read_submit's done: the store's
+ * I/O thread, no lock, nothing blocks): its items not whole settled, the
+ * window thread told (it gives the slot back: ct->lock is not taken
+ * here). The request holds a reference to the window, dropped last. */
+static void bm_read_done(void *arg, int ret)
+{
+	struct bm_rd *rd = arg;
+	struct bm_win *w = rd->w;
+
+	rd->ret = ret;
+	bm_settle(w, rd->a, rd->b, ret);
+	atomic_store_explicit(&rd->fin, 1, memory_order_release);
+	atomic_fetch_add_explicit(&w->ended, 1, memory_order_acq_rel);
+	sem_post(&w->arrive);
+	bm_unref(w);
+}
+
+/* The slots of submitted requests that ended given back. The window
+ * thread. */
+static void bm_slots(struct bm_win *w)
+{
+	for (size_t g = 0; g < w->nreq; g++) {
+		struct bm_rd *rd = &w->rd[g];
+
+		if (!rd->freed && atomic_load_explicit(&rd->fin, memory_order_acquire)) {
+			rd->freed = 1;
+			bm_slot_free(w->ct, rd->ret);
+		}
+	}
+}
+
+/* Object o's HEAD answered herr, info: its verdict in o->v (and counts),
+ * then o headed. Whoever ended the HEAD; no lock held. */
+static void bm_verdict(struct bm_obj *o, int herr, const struct backend_objinfo *info)
+{
+	int v = 0;
+
+	o->heads = 1;
+	if (herr < 0 && herr != -ENOENT)
+		v = -EIO;
+	else if (herr == -ENOENT || !backend_version_same(info->etag, info->size, info->mtime,
+							  o->f->etag, o->f->size, o->f->mtime))
+		v = -ESTALE;
+	o->stale = v == -ESTALE;
+	o->v = v;
+	atomic_store_explicit(&o->headed, 1, memory_order_release);
+}
+
+/* Object o's HEAD submitted (backend_head_follow_submit) ended: on the
+ * store's I/O thread (no lock, nothing blocks), the window thread told.
+ * The HEAD holds a reference to the window (the window thread may see o
+ * headed and end before this post): dropped last. */
+static void bm_headed(void *arg, int err)
+{
+	struct bm_obj *o = arg;
+	struct bm_win *w = o->w;
+
+	bm_verdict(o, err, &o->info);
+	sem_post(&w->arrive);
+	bm_unref(w);
+}
+
+/* Object o of its window, every item of which has begun: its HEAD (the
+ * store without a submitted one, or none sent ahead), its answer in o->v;
+ * then the window thread told. Its HEAD thread (or the window thread);
+ * no lock held. */
 static void *bm_head(void *arg)
 {
 	struct bm_obj *o = arg;
 	struct bm_win *w = o->w;
-	size_t x = (size_t)(o - w->o);
-	int any = 0, v = 0;
+	struct backend_objinfo info;
+	int herr;
 
 	CT_OFF_LOOP();
-	for (size_t j = 0; j < w->n && !any; j++)
-		any = w->obj[j] == x && w->begun[j];
-	if (any) {
-		struct backend_objinfo info;
-		int herr;
-
-		memset(&info, 0, sizeof(info));
-		/* the proxy's redirect of this HEAD was asked with the requests
-		 * (its answer names the target, nothing of the object); the
-		 * target's HEAD, the one whose answer counts, goes only now */
-		herr = backend_head_follow(w->ct->be, o->ahead, o->f->key, &info);
-		o->ahead = NULL;
-		o->heads = 1;
-		if (herr < 0 && herr != -ENOENT)
-			v = -EIO;
-		else if (herr == -ENOENT ||
-			 !backend_version_same(info.etag, info.size, info.mtime, o->f->etag,
-					       o->f->size, o->f->mtime))
-			v = -ESTALE;
-		o->stale = v == -ESTALE;
-	} else {
-		backend_head_drop(w->ct->be, o->ahead); /* no item began: no HEAD */
-		o->ahead = NULL;
-	}
-	o->v = v;
-	atomic_store_explicit(&o->headed, 1, memory_order_release);
+	memset(&info, 0, sizeof(info));
+	herr = backend_head_follow(w->ct->be, o->ahead, o->f->key, &info);
+	o->ahead = NULL;
+	bm_verdict(o, herr, &info);
 	sem_post(&w->arrive);
 	return NULL;
+}
+
+/* Object x's HEAD, once every item of it began (its first byte arrived:
+ * the target opened its version) or settled: none when no item began (its
+ * redirect dropped); else the target's HEAD of the redirect asked with the
+ * requests (the proxy's answer names the target, nothing of the object),
+ * the one whose answer counts, sent only now: submitted, its end told on
+ * the store's I/O thread (bm_headed), so no thread waits for it; a store
+ * that cannot submit it (none sent ahead: an endpoint that answers HEADs
+ * itself) has it on a HEAD thread of its own (bm_head), so that no object
+ * waits for another's (without a thread, here). The window thread. */
+static void bm_ask(struct bm_win *w, size_t x)
+{
+	struct bm_obj *o = &w->o[x];
+	struct backend_head_ahead *h = o->ahead;
+	int any = 0;
+
+	o->asked = 1;
+	o->w = w;
+	for (size_t j = 0; j < w->n && !any; j++)
+		any = w->obj[j] == x && w->begun[j];
+	if (!any) {
+		o->ahead = NULL;
+		backend_head_drop_nowait(w->ct->be, h); /* no item began: no HEAD */
+		o->v = 0;
+		atomic_store_explicit(&o->headed, 1, memory_order_release);
+		return;
+	}
+	atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed); /* bm_headed's */
+	if (h) {
+		int err;
+
+		o->ahead = NULL;
+		err = backend_head_follow_submit(w->ct->be, h, o->f->key, &o->info, bm_headed, o);
+		if (err == 0)
+			return;
+		o->ahead = h; /* the store cannot: followed by bm_head */
+	}
+	atomic_fetch_sub_explicit(&w->refs, 1, memory_order_relaxed); /* (ours stays) */
+	o->started = cachetier__batch_thread(w->ct, &o->th, 0, bm_head, o) == 0;
+	if (!o->started)
+		bm_head(o);
 }
 
 /* Object o's items given, once its HEAD is back and every item settled:
@@ -308,10 +427,9 @@ static void bm_give(struct bm_win *w, struct bm_obj *o)
 	}
 }
 
-/* Objects whose items all began get their HEAD, each on a HEAD thread of
- * its own (bm_head), so that none waits for another's (without a thread,
- * here); objects whose HEAD is back and whose items all settled are given.
- * Returns the objects not given yet. The window thread. */
+/* Objects whose items all began get their HEAD (bm_ask); objects whose
+ * HEAD is back and whose items all settled are given. Returns the objects
+ * not given yet. The window thread. */
 static size_t bm_decide(struct bm_win *w)
 {
 	size_t left = 0;
@@ -319,13 +437,8 @@ static size_t bm_decide(struct bm_win *w)
 	for (size_t x = 0; x < w->nobj; x++) {
 		struct bm_obj *o = &w->o[x];
 
-		if (!o->asked && !atomic_load_explicit(&o->open, memory_order_acquire)) {
-			o->asked = 1;
-			o->w = w;
-			o->started = cachetier__batch_thread(&o->th, 0, bm_head, o) == 0;
-			if (!o->started)
-				bm_head(o);
-		}
+		if (!o->asked && !atomic_load_explicit(&o->open, memory_order_acquire))
+			bm_ask(w, x);
 		if (!o->given && o->asked &&
 		    atomic_load_explicit(&o->headed, memory_order_acquire) &&
 		    !atomic_load_explicit(&o->left, memory_order_acquire)) {
@@ -335,16 +448,6 @@ static size_t bm_decide(struct bm_win *w)
 		left += !o->given;
 	}
 	return left;
-}
-
-/* The window freed by the last of its thread and its caller (the caller
- * posts the launch after setting it: the thread may end before that). */
-static void bm_unref(struct bm_win *w)
-{
-	if (atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) != 1)
-		return;
-	sem_destroy(&w->arrive);
-	free(w);
 }
 
 /* The window: each object's HEAD sent once its items began, its items
@@ -366,6 +469,7 @@ static void *bm_window(void *arg)
 			; /* one look at all that came so far */
 		last = atomic_load_explicit(&w->launched, memory_order_acquire) &&
 		       atomic_load_explicit(&w->ended, memory_order_acquire) == w->nreq;
+		bm_slots(w);
 		if (bm_decide(w) == 0 && last)
 			break;
 	}
@@ -374,7 +478,8 @@ static void *bm_window(void *arg)
 
 		if (rd->started)
 			pthread_join(rd->th, NULL);
-		if (rd->started && rd->ret != -EOPNOTSUPP && rd->ret != -ENOMEM) {
+		if ((rd->started || rd->submitted) && rd->ret != -EOPNOTSUPP &&
+		    rd->ret != -ENOMEM) {
 			w->res.requests++;
 			w->res.items += rd->b - rd->a;
 		}
@@ -456,6 +561,8 @@ static struct bm_win *bm_new(const struct cachetier_batch_mem *it, size_t n, siz
 		w->items[j].off = it[j].off;
 		w->items[j].len = it[j].len;
 	}
+	for (size_t g = 0; g < nreq; g++)
+		atomic_init(&w->rd[g].fin, 0);
 	atomic_init(&w->ended, 0);
 	atomic_init(&w->launched, 0);
 	atomic_init(&w->refs, 2);
@@ -502,7 +609,7 @@ int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_
 	}
 	ct->batch_windows++;
 	disk_mutex_unlock(&ct->lock);
-	started = cachetier__batch_thread(&th, 1, bm_window, w) == 0;
+	started = cachetier__batch_thread(ct, &th, 1, bm_window, w) == 0;
 	if (!started) {
 		cachetier__lock(ct);
 		ct->batch_windows--;
@@ -530,7 +637,17 @@ int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_
 		rd->b = ends[g];
 		ret = cachetier__batch_slot(ct, par); /* as a batch fill's request takes one */
 		if (ret == 0) {
-			rd->started = cachetier__batch_thread(&rd->th, 0, bm_read, rd) == 0;
+			/* submitted: no thread waits for it (the store's I/O
+			 * thread ends it); a store that cannot has a reader */
+			atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed);
+			rd->submitted = 1; /* (read by the window thread after its fin) */
+			if (backend_batch_read_submit(ct->be, w->items + rd->a, rd->b - rd->a,
+						      bm_sink, rd, w->err + rd->a, bm_read_done,
+						      rd) == 0)
+				continue;
+			rd->submitted = 0;
+			atomic_fetch_sub_explicit(&w->refs, 1, memory_order_relaxed);
+			rd->started = cachetier__batch_thread(ct, &rd->th, 0, bm_read, rd) == 0;
 			if (!rd->started) {
 				ret = -EAGAIN;
 				cachetier__lock(ct);

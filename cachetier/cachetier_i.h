@@ -384,10 +384,9 @@ struct cachetier {
 	uint64_t weak_changed;	     /* objects found changed under a weak ETag */
 	uint64_t peer_waits;	     /* fills that waited for another process's fill */
 	uint64_t pf_withdrawn;	     /* prefetch fills stopped to free a connection for a reader */
-	/* batch fills (cachetier_batch.c): requests on threads of their own
-	 * now (each wakes unit_cond when it ends), whether one was answered
-	 * (later calls return without waiting for theirs), totals (refused:
-	 * the store refused the batch read) */
+	/* batch reads (cachetier_batch*.c): requests running now (each wakes
+	 * unit_cond at its end), whether one was answered (later calls return
+	 * without waiting for theirs), totals (refused: the store refused it) */
 	unsigned batch_running;
 	unsigned batch_windows; /* the stage's GetBatch windows' threads (cachetier_batchm.c) */
 	int batch_answered;
@@ -398,6 +397,7 @@ struct cachetier {
 	cachetier_fill_timing_fn timing_fn;
 	void *timing_ctx;
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
+	atomic_ullong batch_threads; /* threads started for batch reads (cachetier__batch_thread) */
 	atomic_int version_noted[CT_FMT_COUNT];	  /* cachetier__note_version logged it */
 	atomic_ullong units_corrupt;		  /* cachetier__note_corrupt */
 	atomic_int corrupt_noted;		  /* ... logged it */

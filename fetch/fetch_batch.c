@@ -19,8 +19,8 @@
 
 #include "fetch_i.h"
 
-/* A request of its own (a thread in the store) only for this many bytes or
- * more: a smaller one costs a time to first byte for little. */
+/* A request of its own only for this many bytes or more: a smaller one
+ * costs a time to first byte for little. */
 #define FETCH_BATCH_REQ_MIN (1u << 20)
 
 /* The planned bytes of element i of a window's array (0: its object has

@@ -455,6 +455,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "objects of a batch read that found a HEAD of them in flight, sent before its answer "
      "ended, and waited for it to end (then for the next)",
      C, SNAP(batch.head_waits)},
+    {"plan_batch_threads",
+     "threads started for batch reads: two a batch fill's request, one a staged window (its "
+     "requests and HEADs are submitted: no thread each)",
+     C, SNAP(batch.threads)},
     {"plan_lookahead_bytes",
      "bytes of planned paths fetched ahead of their readers at the last batch, over the plans: "
      "what the link needs in flight, within the cache after what readers hold, at most "

@@ -1441,7 +1441,8 @@ def plan_ais_getbatch(a, emu, impl, label):
     keys = ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
             'plan_batch_failed_items', 'plan_batch_stale_objects', 'plan_batch_refused',
             'plan_batch_unfit_bytes', 'plan_batch_heads', 'plan_batch_heads_shared',
-            'plan_batch_head_waits', 'plan_batch_slot_waits', 'store_requests')
+            'plan_batch_head_waits', 'plan_batch_slot_waits', 'plan_batch_threads',
+            'store_requests')
     try:
         for side in ('getbatch', 'ranges'):
             settle()
@@ -1510,8 +1511,9 @@ def plan_ais_getbatch(a, emu, impl, label):
              'at the stand-in), object GETs %d, HEADs %d (%d of them through the proxy\'s 307, as '
              'AIStore\'s S3 HEAD; %.1f ms each at the target after the '
              'delay; the mount from its mount on; the version rule\'s %d, HEAD groups confirmed by '
-             'a shared one %d, requests that waited for another\'s HEAD %d); reads that waited '
-             '%d, %.0f ms each; CPU s: '
+             'a shared one %d, requests that waited for another\'s HEAD %d); threads started '
+             'for GetBatch requests %d (plan_batch_threads; -1: a binary without it); reads '
+             'that waited %d, %.0f ms each; CPU s: '
              'daemon %.2f, loader %.2f, stand-in %.2f, '
              'emulator %.2f%s; daemon context switches %d' % (
                  label, side, e.n, e.secs, e.read, e.fetched, e.fetched / max(e.read, 1),
@@ -1519,7 +1521,8 @@ def plan_ais_getbatch(a, emu, impl, label):
                  c['ais_moss_ms'] / max(c['ais_moss_requests'], 1),
                  c['ais_redirects'], c['ais_s3_head'], c['ais_head_redirects'],
                  c['ais_s3_head_ms'] / max(c['ais_s3_head'], 1), c['plan_batch_heads'],
-                 c['plan_batch_heads_shared'], c['plan_batch_head_waits'], e.c['cache_misses'],
+                 c['plan_batch_heads_shared'], c['plan_batch_head_waits'],
+                 c['plan_batch_threads'], e.c['cache_misses'],
                  e.c['cache_miss_wait_ms'] / max(e.c['cache_misses'], 1), e.daemon_cpu,
                  e.loader_cpu, c['standin_cpu'], c['emu_cpu'],
                  ' (the C stand-in with --ais)' if impl == 'c' else '', e.ctxsw))

@@ -375,6 +375,7 @@ class _AisHandler(_Handler):
                     not owner.head_at_proxy:
                 # the proxy: AIStore's S3 HEAD of an object is a 307 to the target that holds
                 # it (ais/prxs3.go headObjS3, by default), which answers it
+                owner.hold_at(owner.redirect_hold, u.path)
                 owner.count('head_redirects')
                 loc = 'http://127.0.0.1:%d%s?%s' % (owner.port, u.path, (
                     u.query + '&' if u.query else '') + 'dt=t1')
@@ -771,6 +772,8 @@ class AisStandIn(_Counting):
     GetBatch; counted as moss_refused_status), head_barrier (N: the next HEADs wait until N are
     in flight at once, at most 5 s; stats head_inflight_max: the most HEADs in flight),
     head_hold (the first HEAD of a path with its match held until its go, at most 30 s),
+    redirect_hold (the same at the proxy: the first 307 of a HEAD of such a path, before it is
+    counted in head_redirects),
     head_at_proxy (True: the proxy answers an object's S3 HEAD itself, no 307, as AIStore does
     with its S3 reverse-proxy feature flag; counted s3_head only),
     moss_hold (a threading.Event: every GetBatch answer waits for it at the target, at most
@@ -820,6 +823,7 @@ class AisStandIn(_Counting):
         self.head_inflight = 0
         self.head_barrier = 0  # see head_enter
         self.head_hold = None  # see head_enter
+        self.redirect_hold = None  # see hold_at
         self.head_at_proxy = False
         self.serve(_AisHandler)
 
@@ -831,11 +835,7 @@ class AisStandIn(_Counting):
         first HEAD whose path has match sets reached, waits for go (at most 120 s), sets left.
         Both bounds only end a failing client's wait: a busy machine may take seconds to send
         the HEADs a barrier waits for, or to read what a test reads while a HEAD is held."""
-        hold = self.head_hold
-        if hold is not None and hold['match'] in path and not hold['reached'].is_set():
-            hold['reached'].set()
-            hold['go'].wait(120)
-            hold['left'].set()
+        self.hold_at(self.head_hold, path)
         with self.head_cv:
             self.head_inflight += 1
             self.stats['head_inflight_max'] = max(self.stats.get('head_inflight_max', 0),
@@ -845,6 +845,15 @@ class AisStandIn(_Counting):
                 self.head_cv.wait_for(lambda: self.head_inflight >= self.head_barrier,
                                       timeout=60)
                 self.head_barrier = 0
+
+    @staticmethod
+    def hold_at(hold, path):
+        """head_hold's and redirect_hold's wait: the first request whose path has hold's match
+        sets reached, waits for go (at most 120 s), sets left."""
+        if hold is not None and hold['match'] in path and not hold['reached'].is_set():
+            hold['reached'].set()
+            hold['go'].wait(120)
+            hold['left'].set()
 
     def head_leave(self):
         with self.head_cv:

@@ -73,10 +73,11 @@ cache directory (--warm off: nothing but the plan fetches ahead).
   stagehead 'stage''s mount, the HEAD of the shard whose items of the window settle first
            held at the stand-in: the other shards' HEADs still go (3 at the stand-in, the
            held one counted) and their 20 paths are read from the stage with exact bytes
-           while it is held (each object's HEAD on a thread of its own: before, the
-           window thread sent one HEAD round at a time and every other shard waited for the
-           held one); released, the held shard's paths exact from the stage; 3 HEADs, no
-           object GET, no miss, no fallback
+           while it is held (each object's HEAD submitted on its own, no thread waiting for
+           it: before 2026-12-02, the window thread sent one HEAD round at a time and every
+           other shard waited for the held one); released, the held shard's paths exact from
+           the stage; 3 HEADs, 1 thread (the window's: its request and HEADs are submitted;
+           5 while the request and each HEAD had one), no object GET, no miss, no fallback
   stageopen 'stage''s mount, the window's one GetBatch answer paused at the stand-in in the
            middle of its last item (moss_pause: its first half sent), of shard S: every item
            of every shard has begun, so all 3 HEADs reach the stand-in while it is paused
@@ -85,15 +86,23 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            to arrive whole), the other shards' paths are read from the stage with exact bytes
            while it lasts and no byte of S is served (its items are given only once all of
            them arrived); released: S's paths exact from the stage; 3 HEADs in all (stand-in,
-           mount), 1 request, no stale object, no object GET, miss, fallback or failed span
+           mount), 1 thread, 1 request, no stale object, no object GET, miss, fallback or
+           failed span
+  stagefollow 'stage''s mount, the proxy's 307 of the HEAD of the shard whose items of the
+           window settle first held (redirect_hold): its items all begin while its HEAD's
+           first hop is held, so its HEAD is asked for before that hop's answer came
+           (backend_head_follow_submit keeps the ask; the I/O thread sends the target's HEAD
+           at the 307); meanwhile 2 HEADs at the target and the other shards' paths exact from
+           the stage; released, the held shard's paths exact; 3 HEADs, 3 redirects, 1 thread
   stageahead 'stage''s mount, the window's one GetBatch answer held at the target before its
            first byte (moss_hold): each shard's HEAD's first hop (the proxy's 307) has gone
            while it is held, its second (the target's HEAD, whose answer the version rule
            reads) has not: 3 redirects, 0 HEADs at the target; released: 3 HEADs at the target,
            still 3 redirects (one a HEAD: the kept redirect followed, not a second HEAD at
-           the proxy), 1 request, 1 GetBatch redirect, every path exact from the stage, no
-           stale object, no object GET (backend_head_ahead: the HEAD's proxy hop beside the
-           request's, so an item waits for the target's round trip only)
+           the proxy), 1 request, 1 GetBatch redirect, 1 thread (plan_batch_threads: the
+           window's; its request and HEADs are submitted), every path exact from the stage,
+           no stale object, no object GET (backend_head_ahead: the HEAD's proxy hop beside
+           the request's, so an item waits for the target's round trip only)
   fillahead 'epoch''s mount (the window a batch fill into the cache), its one GetBatch answer
            held at the target before its first byte (moss_hold): each HEAD group's first hop
            (the proxy's 307) has gone while it is held, one per group (2 a shard), none of
@@ -109,14 +118,16 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            as AIStore's S3 reverse-proxy flag): plan a (the first 15 paths) then plan b (the
            others), one window each: a's HEADs sent ahead are answered, not redirected, so each
            object's HEAD is sent whole again at its time (2 per shard of a's window: the early
-           answer proves nothing), and b's window sends none ahead (1 per shard); no redirect,
+           answer proves nothing; submitted: 1 thread, the window's), and b's window sends
+           none ahead (1 per shard, each on a HEAD thread: 1 + 1 per shard); no redirect,
            every path exact from the stage, no stale object
   stagesplit a staged window split into several requests: 2 other shards (16 members of
            200-300 KB, prefix big/), the plan their 16 middle members (4 MB, one window),
            --connections 5 (at most 3 GetBatch requests at once): exactly fetch_batch.c's
            split, 3 requests, each the model's items (objname, start, length) in plan order
            at the stand-in, one 307 each; 2 HEADs (one per shard of the window, not per
-           request), none shared; every path exact from the stage, no object GET, no miss,
+           request), none shared; 1 thread (the window's; 6 while each request and HEAD had
+           one); every path exact from the stage, no object GET, no miss,
            nothing written to the cache
 
 Usage: test_ais_getbatch.py SHARDFS
@@ -780,8 +791,9 @@ def case_stagesplit(env, ck, c):
     window), stage_mount with --connections 5 (at most 3 GetBatch requests at once): exactly
     the split of fetch_batch.c's model, 3 requests, each the model's items (the path and its
     tar header) in plan order at the stand-in, one 307 each; one HEAD per shard of the
-    window (2, not one per request and object: the window's rule), none shared; every path
-    read from the stage with exact bytes, no object GET, no miss, no cache write."""
+    window (2, not one per request and object: the window's rule), none shared; 1 thread (the
+    window's: its requests and HEADs are submitted); every path read from the stage with exact
+    bytes, no object GET, no miss, no cache write."""
     rng = random.Random(4141)
     src = env.path('src-split')
     os.makedirs(src)
@@ -842,6 +854,8 @@ def case_stagesplit(env, ck, c):
         ck.eq('stagesplit: read from the stage (every path and its header check)',
               st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
               sum(x[2] for x in items))
+        ck.eq('stagesplit: threads (the window\'s; its 3 requests and 2 HEADs submitted, no '
+              'thread each)', st2['plan_batch_threads'] - st0['plan_batch_threads'], 1)
         ck.eq('stagesplit: object GETs, misses, bytes fetched to the cache, failed, stale, '
               'read errors',
               (a2.get('redirects', 0) - a0.get('redirects', 0),
@@ -885,15 +899,17 @@ def case_stagecut(env, ck, c):
         c.world.ais.moss_cut_member = None
 
 
-def held_window(ck, c, m, label, while_, held, others, st0, a0, over, release, more=None):
-    """stagehead's and stageopen's common end: with the window's shard `held` held back
-    (`over()` true once it is not), the `others` paths are read on a thread of the test
-    (bounded by the poll) from the stage with exact bytes; `release` (an Event) set, the held
-    shard's paths are exact from the stage; the window's exact counts once it ended: 1 request,
-    1 HEAD per shard (stand-in, mount), no stale object, every path and its header read from
-    the stage, no object GET, miss, fallback, failed span or read error (and, while it is
-    held, 1 HEAD per shard at the stand-in, the held one counted); `more`, a stand-in
-    counter and its count, e.g. ('moss_paused', 1)."""
+def held_window(ck, c, m, label, while_, held, others, st0, a0, over, release, more=None,
+                heads_while=NSHARDS):
+    """stagehead's, stageopen's and stagefollow's common end: with the window's shard `held`
+    held back (`over()` true once it is not), the `others` paths are read on a thread of the
+    test (bounded by the poll) from the stage with exact bytes; `release` (an Event) set, the
+    held shard's paths are exact from the stage; the window's exact counts once it ended: 1
+    request, 1 HEAD per shard (stand-in, mount), 1 thread (the window's: its request and its
+    HEADs are submitted, none has a thread), no stale object, every path and its header
+    read from the stage, no object GET, miss, fallback, failed span or read error (and, while
+    it is held, `heads_while` HEADs at the stand-in: 1 per shard, the held one counted); `more`,
+    a stand-in counter and its count, e.g. ('moss_paused', 1)."""
     got = {}
 
     def read_others():
@@ -908,8 +924,8 @@ def held_window(ck, c, m, label, while_, held, others, st0, a0, over, release, m
     done = ml.poll(lambda: not t.is_alive())
     a1, st1 = c.ais(), m.stats()
     ck.ok(done and not over(), '%s: the other shards\' paths read %s' % (label, while_))
-    ck.eq('%s: HEADs at the stand-in %s (the held one counted)' % (label, while_),
-          a1.get('s3_head', 0) - a0.get('s3_head', 0), NSHARDS)
+    ck.eq('%s: HEADs at the stand-in %s' % (label, while_),
+          a1.get('s3_head', 0) - a0.get('s3_head', 0), heads_while)
     ck.eq('%s: the other shards\' paths with wrong bytes' % label,
           sum(1 for x in others if got.get(x[0]) != x[4]), 0)
     ck.eq('%s: bytes read from the stage %s (the other shards\' paths and their header '
@@ -926,12 +942,13 @@ def held_window(ck, c, m, label, while_, held, others, st0, a0, over, release, m
     st2 = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + 1,
                   {'plan_batch_heads': st0['plan_batch_heads'] + NSHARDS})
     a2 = c.ais()
-    names = 'HEADs (stand-in, mount), requests, stale objects' + (
+    names = 'HEADs (stand-in, mount), threads, requests, stale objects' + (
         ', ' + more[0] if more else '')
-    want = (NSHARDS, NSHARDS, 1, 0) + ((more[1],) if more else ())
+    want = (NSHARDS, NSHARDS, 1, 1, 0) + ((more[1],) if more else ())
     ck.eq('%s: %s' % (label, names),
           (a2.get('s3_head', 0) - a0.get('s3_head', 0),
            st2['plan_batch_heads'] - st0['plan_batch_heads'],
+           st2['plan_batch_threads'] - st0['plan_batch_threads'],
            st2['plan_batch_requests'] - st0['plan_batch_requests'],
            st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects']) +
           ((a2.get(more[0], 0) - a0.get(more[0], 0),) if more else ()), want)
@@ -973,6 +990,38 @@ def case_stagehead(env, ck, c):
                         a0, lambda: hold['left'].is_set(), hold['go'])
     finally:
         c.world.ais.head_hold = None
+        hold['go'].set()
+
+
+def case_stagefollow(env, ck, c):
+    """'stage''s mount with the proxy's 307 of one shard's HEAD held (redirect_hold: the HEAD's
+    first hop, sent with the window's request, backend_head_ahead), the shard whose last item
+    of the window comes first in the plan's order: the other shards' paths are given (read)
+    only once their last items arrived, so after every item of the held shard began (one
+    answer, in plan order), and its HEAD was asked for before the redirect it follows came
+    (backend_head_follow_submit: kept, sent by the I/O thread at the 307). So while it is held
+    the other two shards' HEADs reach the target and their paths are read from the stage with
+    exact bytes, none of the held shard's HEAD at the target; released, its HEAD goes and its
+    paths are exact from the stage; 3 redirects in all, 1 thread (held_window's counts)."""
+    last = {}
+    for i, x in enumerate(c.plan):
+        last[x[1]] = i
+    held = min(last, key=last.get)
+    hold = {'match': PREFIX + held, 'reached': threading.Event(), 'go': threading.Event(),
+            'left': threading.Event()}
+    others = [x for x in c.plan if x[1] != held]
+
+    c.world.ais.redirect_hold = hold
+    try:
+        with stage_mount(c, 'stagefollow') as m:
+            st0, a0 = c.publish(ck, m, 'stagefollow')
+            ck.ok(ml.poll(hold['reached'].is_set),
+                  'stagefollow: the held shard\'s HEAD\'s 307 reached the proxy')
+            held_window(ck, c, m, 'stagefollow', 'while the 307 is held', held, others, st0,
+                        a0, lambda: hold['left'].is_set(), hold['go'],
+                        more=('head_redirects', NSHARDS), heads_while=NSHARDS - 1)
+    finally:
+        c.world.ais.redirect_hold = None
         hold['go'].set()
 
 
@@ -1041,7 +1090,8 @@ def case_stageahead(env, ck, c):
     """'stage''s mount with the window's one answer held at the target before any byte
     (moss_hold): the 3 shards' HEADs' proxy hops (307s) reach the stand-in while it is held,
     none of their target HEADs; released, each kept redirect is followed once: 3 HEADs at the
-    target, 3 redirects in all; every path exact from the stage."""
+    target, 3 redirects in all, 1 thread (the window's: its request and HEADs are
+    submitted); every path exact from the stage."""
     with held_ahead(ck, c, stage_mount(c, 'stageahead'), 'stageahead', NSHARDS, '') as held:
         m, st0, a0 = held
         staged(m, st0, len(c.plan))
@@ -1055,10 +1105,11 @@ def case_stageahead(env, ck, c):
                a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
                st['plan_batch_heads'] - st0['plan_batch_heads']),
               (NSHARDS, NSHARDS, NSHARDS))
-        ck.eq('stageahead: GetBatch requests (mount, stand-in), GetBatch redirects',
+        ck.eq('stageahead: GetBatch requests (mount, stand-in), GetBatch redirects, threads',
               (st['plan_batch_requests'] - st0['plan_batch_requests'],
                a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
-               a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0)), (1, 1, 1))
+               a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0),
+               st['plan_batch_threads'] - st0['plan_batch_threads']), (1, 1, 1, 1))
         ck.eq('stageahead: bytes read from the stage: every path and its header check',
               st['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
               sum(x[3] + 512 for x in c.plan))
@@ -1168,7 +1219,8 @@ def case_filldirect(env, ck, c):
 def case_stagedirect(env, ck, c):
     """'stage''s mount, the stand-in's proxy answering HEADs itself (head_at_proxy): the
     first window's HEADs sent ahead are answered at once, so each is sent whole again once its
-    items began (2 per object), and the mount sends none ahead after (1 per object)."""
+    items began (2 per object, submitted: 1 thread, the window's), and the mount sends none
+    ahead after (1 per object, each on a HEAD thread: 1 + 1 per object)."""
     half = len(c.plan) // 2
     parts = {'a': c.plan[:half], 'b': c.plan[half:]}
     for m, k, part, per, st0, a0 in direct_plans(ck, c, 'stagedirect', parts,
@@ -1180,11 +1232,12 @@ def case_stagedirect(env, ck, c):
                      {'plan_batch_heads': st0['plan_batch_heads'] + objs})
         a1 = c.ais()
         ck.eq('stagedirect: plan %s: HEADs at the stand-in (%d a shard of the window), '
-              'redirected, the mount\'s' % (k, per),
+              'redirected, the mount\'s, threads' % (k, per),
               (a1.get('s3_head', 0) - a0.get('s3_head', 0),
                a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
-               st['plan_batch_heads'] - st0['plan_batch_heads']),
-              (per * objs, 0, objs))
+               st['plan_batch_heads'] - st0['plan_batch_heads'],
+               st['plan_batch_threads'] - st0['plan_batch_threads']),
+              (per * objs, 0, objs, 1 if k == 'a' else 1 + objs))
         ck.eq('stagedirect: plan %s: paths with wrong bytes, GetBatch requests, stale '
               'objects, bytes read from the stage' % k,
               (bad, st['plan_batch_requests'] - st0['plan_batch_requests'],
@@ -1212,6 +1265,7 @@ def run(env, ck):
         case_stagecut(env, ck, c)
         case_stagehead(env, ck, c)
         case_stageopen(env, ck, c)
+        case_stagefollow(env, ck, c)
         case_stageahead(env, ck, c)
         case_fillahead(env, ck, c)
         case_filldirect(env, ck, c)
