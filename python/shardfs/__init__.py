@@ -81,6 +81,11 @@ def _gone(mountpoint):
                    'it again' % (mountpoint, mountpoint))
 
 
+# what an access to a mount whose daemon is gone fails with: ENOTCONN once the kernel has
+# aborted the connection, ECONNABORTED for a request that was in flight while it did
+_GONE_ERRNOS = (errno.ENOTCONN, errno.ECONNABORTED)
+
+
 def find_mountpoint(path):
     """The shardfs mount that holds path: the nearest directory at or above it that has
     .shardfs/stats (reachable by name only: never listed). ValueError when there is none;
@@ -92,7 +97,7 @@ def find_mountpoint(path):
             os.stat(os.path.join(d, '.shardfs', 'stats'))
             return d
         except OSError as e:
-            if e.errno == errno.ENOTCONN:
+            if e.errno in _GONE_ERRNOS:
                 # the nearest such directory is the mount point itself
                 while os.path.dirname(d) != d:
                     try:
@@ -128,7 +133,7 @@ def control(mountpoint, line):
                                 '.shardfs/control); give the mount point' % (mountpoint,),
                                 ctl) from None
     except OSError as e:
-        if e.errno == errno.ENOTCONN:
+        if e.errno in _GONE_ERRNOS:
             raise _gone(mountpoint) from None
         raise
     try:

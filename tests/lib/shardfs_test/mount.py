@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import stat
@@ -535,10 +536,23 @@ def reap_daemons(env):
                                         if pid in env.daemons else '', describe_status(status)))
 
 
+KILL_WAIT = 10  # seconds a SIGKILLed daemon may take to exit (and close its /dev/fuse)
+
+
 def kill_daemon(env, pid, sig):
-    """Send sig to a daemon on purpose: its death by sig is then no failure of the test."""
+    """Send sig to a daemon on purpose: its death by sig is then no failure of the test.
+    SIGKILL: return once the process has exited (its pidfd readable; at most KILL_WAIT s, else
+    RuntimeError), so what the test does next meets a mount whose daemon is gone, never one
+    still dying (whose in-flight requests end ECONNABORTED, not ENOTCONN)."""
     env.expected_ends[pid] = sig
-    os.kill(pid, sig)
+    fd = os.pidfd_open(pid) if sig == signal.SIGKILL else -1
+    try:
+        os.kill(pid, sig)
+        if fd >= 0 and not select.select([fd], [], [], KILL_WAIT)[0]:
+            raise RuntimeError('daemon %d still runs %d s after SIGKILL' % (pid, KILL_WAIT))
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 # ---------------------------------------------------------------------------------------------
