@@ -277,8 +277,8 @@ static int refresh_counts(const char *mnt, uint64_t v[REFRESH_COUNTS], char *src
 /* A refresh failed with err: say why (which path is gone, for a local
  * source), what the mount shows now (the listing of its last mount or
  * refresh, counts), from the counters still readable. */
-static void refresh_say_failed(const char *arg, const char *mnt, int err,
-			       const uint64_t before[REFRESH_COUNTS], const char *src)
+static void refresh_say_failed(const char *arg, int err, const uint64_t before[REFRESH_COUNTS],
+			       const char *src)
 {
 	int local = src[0] == '/';
 
@@ -307,7 +307,6 @@ static void refresh_say_failed(const char *arg, const char *mnt, int err,
 				: strerror(-err),
 		before[3], fs_plural(before[3], "object", "objects"), before[4],
 		fs_plural(before[4], "shard", "shards"));
-	(void)mnt;
 }
 
 /* 'shardfs refresh MOUNTPOINT': send "refresh" on the control file (it
@@ -342,7 +341,7 @@ int fs_refresh_main(int argc, char **argv)
 	err = fs_client_ctl_send(fd, "refresh\n");
 	close(fd);
 	if (err < 0) {
-		refresh_say_failed(argv[0], m.dir, err, before, src);
+		refresh_say_failed(argv[0], err, before, src);
 		fs_client_say_cache_gone("refresh", m.dir);
 		return 1;
 	}
