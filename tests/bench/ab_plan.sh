@@ -26,6 +26,9 @@
 # store's; the FUSE READs, IOCTLs, LOOKUPs), CPU-s (loader, daemon, emulator, the daemon's
 # threads), context switches (by thread; per sample), minor faults, the mode's counts, L8b, L8g,
 # L8g local, L8h (planned and local switches per GB) and the load (1 min) at each run's start.
+# The mode's counts are taken over the first local-directory epoch too (the hook's {epoch}:
+# its files $tag.local.*), printed as the `local ...` rows beside the planned epoch's: both
+# epochs' daemons measured the same way in one invocation (per READ: `... per read`).
 # An epoch during which another process dropped the page cache (its LOOKUPs and cache misses
 # come back) is counted apart: `dropped` (1) in its column, and left out with --clean.
 set -eu
@@ -88,17 +91,20 @@ for r in $(seq "$rounds"); do
 		i=$(((k + r - 1) % n))
 		tag=$out/r$r-${names[$i]}
 		hook=()
-		wait_end="for i in \$(seq 100); do kill -0 \$(cat $tag.hpid) 2>/dev/null || break; sleep 0.2; done"
+		# {epoch}: '' over the planned cold epoch, .local over the local-directory ones
+		# (the last such epoch's files stay: the same as the first's but for load)
+		t=$tag{epoch}
+		wait_end="for i in \$(seq 100); do kill -0 \$(cat $t.hpid) 2>/dev/null || break; sleep 0.2; done"
 		case $mode in
 		stat) hook=(--epoch-hook
 			"perf stat -e task-clock,context-switches,page-faults,cpu-migrations -p {pid} \
-				-o $tag.stat & echo \$! >$tag.hpid"
-			"kill -INT \$(cat $tag.hpid); $wait_end") ;;
+				-o $t.stat & echo \$! >$t.hpid"
+			"kill -INT \$(cat $t.hpid); $wait_end") ;;
 		strace) hook=(--epoch-hook
-			"strace -c -f -p {pid} -o $tag.strace 2>/dev/null & echo \$! >$tag.hpid; sleep 1"
-			"kill -INT \$(cat $tag.hpid); $wait_end") ;;
+			"strace -c -f -p {pid} -o $t.strace 2>/dev/null & echo \$! >$t.hpid; sleep 1"
+			"kill -INT \$(cat $t.hpid); $wait_end") ;;
 		callgrind) hook=(--epoch-hook "callgrind_control -z {pid} >/dev/null"
-			"callgrind_control -d {pid} >$tag.cgdump") ;;
+			"callgrind_control -d {pid} >$t.cgdump") ;;
 		esac
 		echo "=== round $r/$rounds: ${names[$i]} (load $(cut -d' ' -f1 /proc/loadavg))"
 		/usr/bin/python3 tests/bench/link_bench.py "${runbin[$i]}" --quick --only plan \
@@ -156,28 +162,41 @@ for f in sorted(glob.glob(os.path.join(d, 'r*-*.err'))):
         break
     if not rec:
         continue
-    p = f[:-4] + '.stat'
-    if os.path.exists(p):
-        s = open(p).read()
-        for k in ('task-clock', 'context-switches', 'page-faults', 'cpu-migrations'):
-            m = re.search(r'([\d,.]+)\s+(?:msec\s+)?%s' % k, s)
-            if m:
-                rec['perf ' + k] = float(m.group(1).replace(',', ''))
-    p = f[:-4] + '.strace'
-    if os.path.exists(p):
-        for ln in open(p):
-            m = re.match(r'\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$', ln)
-            if m and m.group(2) != 'total':
-                rec['syscalls ' + m.group(2)] = int(m.group(1))
-                rec['syscalls (all)'] = rec.get('syscalls (all)', 0) + int(m.group(1))
-    p = f[:-4] + '.cgdump'
-    if os.path.exists(p):
-        m = re.search(r'PID (\d+)', open(p).read())
-        dumps = glob.glob(os.path.join(d, 'cg-%s.%s.out.*' % (side, m.group(1)))) if m else []
-        if dumps:
-            t = open(sorted(dumps)[-1]).read()
-            rec['Ir (M)'] = int(re.search(r'^totals: (\d+)', t, re.M).group(1)) / 1e6
-            rec['Ir per read'] = rec['Ir (M)'] * 1e6 / rec['reads']
+    # the local-directory epoch's READs (its log line), for its counts per READ
+    lreads = None
+    for ln in txt:
+        m = re.search(r'epoch \(bytes, no plan, local source\):.*\breads (\d+)', ln)
+        if m:
+            lreads = int(m.group(1))
+            break
+    for pre, ext, nreads in (('', '', rec.get('reads')), ('local ', '.local', lreads)):
+        p = f[:-4] + ext + '.stat'
+        if os.path.exists(p):
+            s = open(p).read()
+            for k in ('task-clock', 'context-switches', 'page-faults', 'cpu-migrations'):
+                m = re.search(r'([\d,.]+)\s+(?:msec\s+)?%s' % k, s)
+                if m:
+                    rec[pre + 'perf ' + k] = float(m.group(1).replace(',', ''))
+        p = f[:-4] + ext + '.strace'
+        if os.path.exists(p):
+            for ln in open(p):
+                m = re.match(r'\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$', ln)
+                if m and m.group(2) != 'total':
+                    rec[pre + 'syscalls ' + m.group(2)] = int(m.group(1))
+                    rec[pre + 'syscalls (all)'] = (rec.get(pre + 'syscalls (all)', 0) +
+                                                   int(m.group(1)))
+            if nreads and rec.get(pre + 'syscalls (all)'):
+                rec[pre + 'syscalls per read'] = rec[pre + 'syscalls (all)'] / nreads
+        p = f[:-4] + ext + '.cgdump'
+        if os.path.exists(p):
+            m = re.search(r'PID (\d+)', open(p).read())
+            dumps = glob.glob(os.path.join(d, 'cg-%s.%s.out.*' % (side, m.group(1)))) if m \
+                else []
+            if dumps:
+                t = open(sorted(dumps)[-1]).read()
+                rec[pre + 'Ir (M)'] = int(re.search(r'^totals: (\d+)', t, re.M).group(1)) / 1e6
+                if nreads:
+                    rec[pre + 'Ir per read'] = rec[pre + 'Ir (M)'] * 1e6 / nreads
     o = open(f[:-4] + '.out').read()
     m = re.search(r'row\tL8b\.[^\t]*\t[^\t]*\t[\d.]+\t([\d.]+)\ts\t([\d.]+)', o)
     if m:

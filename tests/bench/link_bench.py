@@ -1185,13 +1185,16 @@ class Epoch:
         return self.c['read_bytes']
 
 
-def perf_start(a, pid, loader, graph=False):
+def perf_start(a, pid, loader, graph=False, epoch=''):
     """With --perf DIR: `perf record` of process pid (-F 999; flat, or with call graphs
     (-g) if graph), into DIR/LOADER.data; the Popen, or None. With --epoch-hook START END
-    instead (an epoch only): START runs now, END at perf_stop, {pid} the daemon's pid."""
+    instead (an epoch only): START runs now, END at perf_stop, {pid} the daemon's pid,
+    {epoch} epoch ('' the planned epoch, '.local' the local one)."""
     if a.epoch_hook and not graph:
-        subprocess.run(a.epoch_hook[0].replace('{pid}', str(pid)), shell=True, timeout=60)
-        return a.epoch_hook[1].replace('{pid}', str(pid))
+        start, end = (h.replace('{pid}', str(pid)).replace('{epoch}', epoch)
+                      for h in a.epoch_hook)
+        subprocess.run(start, shell=True, timeout=60)
+        return end
     if not a.perf:
         return None
     os.makedirs(a.perf, exist_ok=True)
@@ -1239,7 +1242,7 @@ def perf_stop(p):
         p.wait()
 
 
-def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None, how=None):
+def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None, how=None, epoch=''):
     """Run n epochs over mount m (plan: with plan_dataloader; loader: 'jpeg' decodes each
     sample with PIL, 'bytes' only reads its bytes, the way how says: --bytes-read's, by
     default), the page cache dropped after each (the caller drops it before the first); a list
@@ -1271,7 +1274,8 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None, how=None):
             raise RuntimeError('the epoch process failed before its first epoch (rc %r)'
                                % p.wait())
         # one epoch only: --perf-epoch's (the cold one by default), from before it starts
-        rec = perf_start(m.a, m.pid, loader) if perf and m.a.perf_epoch == 1 else None
+        rec = perf_start(m.a, m.pid, loader, epoch=epoch) if perf and m.a.perf_epoch == 1 \
+            else None
         b0 = budget_snap(p.pid, m.pid, emu)
         p.stdin.write('\n')
         p.stdin.flush()
@@ -1587,8 +1591,12 @@ def plan_rows(a, emu, loader):
         drop_caches()
         lm = Mount(a, a.shard_dir, ('--layout', 'imagefolder'))
         try:
+            # an --epoch-hook that names {epoch} runs over the local epoch too ({epoch}
+            # '.local'; '' over the planned one): both epochs' counts in one invocation
+            hook = bool(a.epoch_hook) and '{epoch}' in ''.join(a.epoch_hook)
             locs.append(epochs_in(lm, False, 1, loader=loader, how=how,
-                                  tag=', local source' + (', ' + how if how else ''))[0])
+                                  tag=', local source' + (', ' + how if how else ''),
+                                  perf=hook, epoch='.local' + ('-' + how if how else ''))[0])
         finally:
             lm.umount()
 
@@ -1912,7 +1920,9 @@ def main():
                     help='shell commands run as --perf-epoch\'s planned epoch starts and ends '
                     '(not with --perf), and L9\'s epochs (each side\'s), {pid} the daemon\'s '
                     'pid: perf stat, strace -c or callgrind_control of the daemon over that '
-                    'epoch (tests/bench/ab_plan.sh)')
+                    'epoch (tests/bench/ab_plan.sh); a hook that names {epoch} runs over the '
+                    'plan rows\' local-directory epochs too, {epoch} \'.local\' there and \'\' '
+                    'over the planned one')
     ap.add_argument('--perf-epoch', type=int, default=1, choices=(1, 2),
                     help='with --perf: which planned epoch is recorded: 1, the cold one '
                     '(default), or 2, the second (L8c)')
