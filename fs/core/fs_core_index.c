@@ -51,11 +51,6 @@ int fs_sidecar_write_at(int dirfd, const char *name, const struct shardidx *ix,
 	return err;
 }
 
-int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id)
-{
-	return fs_sidecar_write_at(AT_FDCWD, path, ix, id);
-}
-
 /* Write shard i's index ix as its sidecar, with the identity of the file
  * as it is now (one that changed since it was indexed gets a sidecar that
  * no mount accepts), in the shard's directory as the backend opens it

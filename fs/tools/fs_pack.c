@@ -36,7 +36,11 @@
  * naming it and counted in the summary; files are opened O_NOFOLLOW, so a
  * file replaced by a link during the pack fails it. INPUT_DIR itself may
  * be a link. The directory of OUTPUT_PREFIX must exist (exit 2 when not):
- * pack creates no directories, so a typo in it is not a new tree.
+ * pack creates no directories, so a typo in it is not a new tree. It is
+ * opened once, and every file is made relative to that fd under a temp name
+ * created O_EXCL and renamed into place (the sidecar by fs_sidecar_write_at,
+ * index --sidecar's writer): a link planted at any name pack writes is never
+ * followed, and the directory swapped for a link changes nothing outside.
  *
  * Non-goals: hardlinks, symlinks and empty directories are not packed
  * (samples are regular files); no multi-process packing.
@@ -65,6 +69,8 @@
 
 struct pk {
 	const char *in, *prefix;
+	const char *base; /* prefix's last component */
+	int outfd;	  /* the directory of prefix, opened once */
 	uint64_t max_size;
 	uint64_t max_count;	   /* 0: no limit */
 	int shuffle, force, codec; /* codec: enum fs_codec */
@@ -273,17 +279,19 @@ static int add_member(struct archive *a, const char *name, uint64_t size, int64_
 	return err;
 }
 
-/* Compress the tar file at src into dst with libarchive's raw format. */
-static int compress_file(struct pk *p, const char *src, const char *dst)
+/* Compress the tar file open at src (read from its start) into the file
+ * open at dst with libarchive's raw format. */
+static int compress_file(struct pk *p, int src, int dst, const char *name)
 {
 	struct archive *a = archive_write_new();
 	struct archive_entry *e = archive_entry_new();
 	char buf[65536];
-	int fd = open(src, O_RDONLY | O_CLOEXEC), err = 0;
+	off_t off = 0;
+	int err = 0;
 	struct stat st;
 
-	if (!a || !e || fd < 0 || fstat(fd, &st) < 0) {
-		err = fd < 0 ? -errno : -ENOMEM;
+	if (!a || !e || fstat(src, &st) < 0) {
+		err = a && e ? -errno : -ENOMEM;
 		goto out;
 	}
 	archive_write_set_format_raw(a);
@@ -294,8 +302,8 @@ static int compress_file(struct pk *p, const char *src, const char *dst)
 		archive_write_set_filter_option(a, "gzip", "timestamp", NULL); /* no mtime */
 	}
 	archive_write_set_bytes_in_last_block(a, 1);
-	if (archive_write_open_filename(a, dst) != ARCHIVE_OK) {
-		fprintf(stderr, "shardfs: pack: %s: %s\n", FS_Q(dst), archive_error_string(a));
+	if (archive_write_open_fd(a, dst) != ARCHIVE_OK) {
+		fprintf(stderr, "shardfs: pack: %s: %s\n", FS_Q(name), archive_error_string(a));
 		err = -EIO;
 		goto out;
 	}
@@ -305,7 +313,7 @@ static int compress_file(struct pk *p, const char *src, const char *dst)
 	if (archive_write_header(a, e) != ARCHIVE_OK)
 		err = -EIO;
 	for (;;) {
-		ssize_t n = err ? 0 : read(fd, buf, sizeof(buf));
+		ssize_t n = err ? 0 : pread(src, buf, sizeof(buf), off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -313,14 +321,13 @@ static int compress_file(struct pk *p, const char *src, const char *dst)
 			err = n < 0 ? -errno : err;
 			break;
 		}
+		off += n;
 		if (archive_write_data(a, buf, (size_t)n) != n)
 			err = -EIO;
 	}
 	if (archive_write_close(a) != ARCHIVE_OK && !err)
 		err = -EIO;
 out:
-	if (fd >= 0)
-		close(fd);
 	archive_entry_free(e);
 	archive_write_free(a);
 	return err;
@@ -366,26 +373,42 @@ static int add_sample(const struct pk *p, struct archive *a, const struct fs_pac
 	return err;
 }
 
+/* Shard no (samples first .. first + n) written as NAME (the prefix's base
+ * name, the number, the codec's extension) in the output directory open at
+ * p->outfd, with its sidecar NAME.idx: every file is made there under a
+ * temp name created O_EXCL (disk_tmp_open: a link planted at any name is
+ * never followed) and renamed into place relative to that directory, so a
+ * directory swapped for a link meanwhile changes nothing outside it. */
 static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 32], raw[PATH_MAX + 32], idx[PATH_MAX + 8];
+	char path[PATH_MAX], name[NAME_MAX + 1], rawname[NAME_MAX + 8], idx[NAME_MAX + 8];
+	char tmp[PATH_MAX], raw[PATH_MAX];
 	struct pk_out o = {.fd = -1};
 	struct archive *a = archive_write_new();
 	struct shardidx *ix = NULL;
 	struct fs_sidecar_id sid;
-	int err = 0;
+	int fd = -1, rawfd = -1, err = 0;
 
 	snprintf(path, sizeof(path), "%s-%06u%s", p->prefix, no, shard_ext(p));
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	snprintf(raw, sizeof(raw), "%s.raw.%d", path, (int)getpid());
-	snprintf(idx, sizeof(idx), "%s.idx", path);
-	o.b = shardidx_builder_new();
-	o.fd = open(p->codec == FS_CODEC_RAW ? tmp : raw, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-		    0644);
-	if (!a || !o.b || o.fd < 0) {
-		err = o.fd < 0 ? -errno : -ENOMEM;
+	if (snprintf(name, sizeof(name), "%s-%06u%s", p->base, no, shard_ext(p)) >=
+	    (int)sizeof(name)) {
+		err = -ENAMETOOLONG;
 		goto out;
 	}
+	snprintf(rawname, sizeof(rawname), "%s.raw", name);
+	snprintf(idx, sizeof(idx), "%s.idx", name);
+	o.b = shardidx_builder_new();
+	fd = disk_tmp_open(p->outfd, name, O_RDWR, 0644, tmp, sizeof(tmp));
+	if (fd >= 0 && p->codec != FS_CODEC_RAW) {
+		rawfd = disk_tmp_open(p->outfd, rawname, O_RDWR, 0644, raw, sizeof(raw));
+		if (rawfd < 0)
+			err = rawfd;
+	}
+	if (!a || !o.b || fd < 0 || err) {
+		err = fd < 0 ? fd : err ? err : -ENOMEM;
+		goto out;
+	}
+	o.fd = p->codec == FS_CODEC_RAW ? fd : rawfd;
 	archive_write_set_format_pax_restricted(a);
 	archive_write_set_bytes_per_block(a, 10240);
 	/* end after the end-of-archive marker: no padding to a whole record, so
@@ -401,9 +424,6 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 		err = o.err ? o.err : -EIO;
 	if (!err && o.err)
 		err = o.err;
-	if (close(o.fd) < 0 && !err)
-		err = -errno;
-	o.fd = -1;
 	if (err)
 		goto out;
 	err = shardidx_builder_finish(o.b, o.pos, &ix);
@@ -411,65 +431,69 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 	if (err)
 		goto out;
 	if (p->codec != FS_CODEC_RAW) {
-		err = compress_file(p, raw, tmp);
+		err = compress_file(p, rawfd, fd, path);
 		if (err)
 			goto out;
 	}
-	/* the identity of the finished file (rename keeps mtime and inode) */
-	o.fd = open(tmp, O_RDONLY | O_CLOEXEC);
-	if (o.fd < 0) {
-		err = -errno;
-		goto out;
-	}
-	err = disk_commit(AT_FDCWD, o.fd, tmp, path);
+	err = disk_commit(p->outfd, fd, tmp, name);
 	if (err)
 		goto out;
-	err = fs_sidecar_id_fd(o.fd, p->codec, &sid);
+	tmp[0] = '\0'; /* renamed: nothing to remove */
+	/* the identity of the finished file (rename keeps mtime and inode) */
+	err = fs_sidecar_id_fd(fd, p->codec, &sid);
 	if (!err)
-		err = fs_sidecar_write(idx, ix, &sid);
+		err = fs_sidecar_write_at(p->outfd, idx, ix, &sid);
 out:
-	if (o.fd >= 0)
-		close(o.fd);
 	if (err)
 		fprintf(stderr, "shardfs: pack: %s: %s\n", FS_Q(path), strerror(-err));
-	unlink(raw);
-	unlink(tmp);
+	if (rawfd >= 0) {
+		close(rawfd);
+		unlinkat(p->outfd, raw, 0);
+	}
+	if (fd >= 0) {
+		close(fd);
+		if (tmp[0])
+			unlinkat(p->outfd, tmp, 0);
+	}
 	shardidx_builder_free(o.b);
 	shardidx_free(ix);
 	archive_write_free(a);
 	return err;
 }
 
-/* Is the directory of PREFIX (its dirname, "." without a '/') an existing
- * directory? 0, or -ENOENT / -ENOTDIR / another -errno of its stat, with
- * the message printed. */
-static int check_prefix_dir(const char *prefix)
+/* Open the directory of PREFIX (its dirname, "." without a '/') as
+ * p->outfd, once: every file pack writes is made relative to it, never
+ * through the path again; p->base gets PREFIX's last component. 0, or
+ * -ENOENT / -ENOTDIR / another -errno of its open, with the message
+ * printed. */
+static int open_prefix_dir(struct pk *p)
 {
 	char dir[PATH_MAX];
 	char *slash;
-	struct stat st;
-	int n = snprintf(dir, sizeof(dir), "%s", prefix);
+	int n = snprintf(dir, sizeof(dir), "%s", p->prefix);
 
 	if (n < 0 || (size_t)n >= sizeof(dir))
 		return -ENAMETOOLONG;
 	slash = strrchr(dir, '/');
+	p->base = slash ? p->prefix + (slash - dir) + 1 : p->prefix;
 	if (!slash)
 		snprintf(dir, sizeof(dir), ".");
 	else if (slash == dir)
 		dir[1] = '\0';
 	else
 		*slash = '\0';
-	if (stat(dir, &st) < 0) {
+	p->outfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (p->outfd < 0) {
 		int err = -errno;
 
-		fprintf(stderr, "shardfs: pack: output directory %s: %s%s\n", FS_Q(dir),
-			strerror(-err),
-			err == -ENOENT ? " (pack creates none: make it first)" : "");
+		if (err == -ENOTDIR)
+			fprintf(stderr, "shardfs: pack: output directory %s: not a directory\n",
+				FS_Q(dir));
+		else
+			fprintf(stderr, "shardfs: pack: output directory %s: %s%s\n", FS_Q(dir),
+				strerror(-err),
+				err == -ENOENT ? " (pack creates none: make it first)" : "");
 		return err;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "shardfs: pack: output directory %s: not a directory\n", FS_Q(dir));
-		return -ENOTDIR;
 	}
 	return 0;
 }
@@ -502,13 +526,14 @@ int fs_pack_main(int argc, char **argv)
 	int err, rc = 1;
 
 	memset(&p, 0, sizeof(p));
+	p.outfd = -1;
 	p.tty = isatty(STDERR_FILENO);
 	err = parse_args(&p, argc, argv);
 	if (err) {
 		free(p.compress);
 		return err > 0 ? 0 : 2;
 	}
-	if (check_prefix_dir(p.prefix) < 0) {
+	if (open_prefix_dir(&p) < 0) {
 		rc = 2;
 		goto out;
 	}
@@ -543,10 +568,13 @@ int fs_pack_main(int argc, char **argv)
 	}
 	if (!p.force) {
 		for (size_t i = 0; i < pl->nshards; i++) {
-			char path[PATH_MAX];
+			char path[PATH_MAX], name[NAME_MAX + 1];
+			struct stat st;
 
 			snprintf(path, sizeof(path), "%s-%06zu%s", p.prefix, i, shard_ext(&p));
-			if (access(path, F_OK) == 0) {
+			snprintf(name, sizeof(name), "%s-%06zu%s", p.base, i, shard_ext(&p));
+			/* anything at the name, a dangling link too */
+			if (fstatat(p.outfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 				fprintf(stderr,
 					"shardfs: pack: %s exists (use --force to overwrite)\n",
 					FS_Q(path));
@@ -577,6 +605,8 @@ int fs_pack_main(int argc, char **argv)
 	printf("\n");
 	rc = 0;
 out:
+	if (p.outfd >= 0)
+		close(p.outfd);
 	fs_pack_plan_free(&p.plan);
 	free(p.compress);
 	return rc;

@@ -30,16 +30,15 @@ int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, 
  * its tail). */
 int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id);
 /* Write index ix as the sidecar name (one component) in the directory open
- * at dirfd (beside its shard), for the shard whose identity is id: a temp
+ * at dirfd (beside its shard), for the shard whose identity is id (index
+ * --sidecar: the shard's directory below the source's top; pack: its output
+ * directory, opened once): a temp
  * file created O_EXCL in dirfd, then renameat into place (disk_write_atomic).
  * Whatever is at name but a regular file is left alone: -ELOOP for a
  * symbolic link (never followed, never replaced), -EISDIR, -EEXIST. 0 or
  * -errno (fs_core_index.c). */
 int fs_sidecar_write_at(int dirfd, const char *name, const struct shardidx *ix,
 			const struct fs_sidecar_id *id);
-/* fs_sidecar_write_at relative to the working directory (path: the
- * sidecar's path; pack, whose output directory it made itself). */
-int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id);
 
 /* What fs_index_shards did. */
 struct fs_index_report {
