@@ -203,6 +203,21 @@ def tokens(src):
     return out
 
 
+def skip_group(toks, i, opening, closing):
+    """The index just past the bracket that closes the group opening at toks[i] (len(toks)
+    when it is never closed)."""
+    d = 0
+    while i < len(toks):
+        if toks[i].text == opening:
+            d += 1
+        elif toks[i].text == closing:
+            d -= 1
+            if d == 0:
+                break
+        i += 1
+    return i + 1
+
+
 def strip_attrs(toks):
     """toks without __attribute__((...)), _Alignas(...), asm(...) and __extension__."""
     out = []
@@ -211,16 +226,7 @@ def strip_attrs(toks):
         t = toks[i].text
         if t in ('__attribute__', '_Alignas', '__asm__', 'asm') and i + 1 < len(toks) and \
                 toks[i + 1].text == '(':
-            d = 0
-            while i < len(toks):
-                if toks[i].text == '(':
-                    d += 1
-                elif toks[i].text == ')':
-                    d -= 1
-                    if d == 0:
-                        break
-                i += 1
-            i += 1
+            i = skip_group(toks, i + 1, '(', ')')
             continue
         if t == '__extension__':
             i += 1
@@ -270,30 +276,12 @@ def declaration(toks):
                 name += ' ' + toks[i].text
                 i += 1
             if i < len(toks) and toks[i].text == '{':
-                d = 0
-                while i < len(toks):
-                    if toks[i].text == '{':
-                        d += 1
-                    elif toks[i].text == '}':
-                        d -= 1
-                        if d == 0:
-                            break
-                    i += 1
-                i += 1
+                i = skip_group(toks, i, '{', '}')
             spec.append(name)
             have_type = True
             continue
         if t == '_Atomic' and i + 1 < len(toks) and toks[i + 1].text == '(':
-            d = 0
-            while i < len(toks):
-                if toks[i].text == '(':
-                    d += 1
-                elif toks[i].text == ')':
-                    d -= 1
-                    if d == 0:
-                        break
-                i += 1
-            i += 1
+            i = skip_group(toks, i + 1, '(', ')')
             spec.append('_Atomic')
             have_type = True
             continue
