@@ -871,19 +871,37 @@ RACE_SHARDS, RACE_MEMBERS, RACE_CHANGES, RACE_EVERY = 8, 2000, 200, 40
 
 def hold_inotify_instances():
     """Open inotify instances until the user's limit (fs.inotify.max_user_instances) refuses
-    one, and go on taking those that come free until none has for 0.5 s (a daemon that just
-    ended gives its instance back only once the kernel has reaped its watches, which it
-    defers); their fds (close them to give them back)."""
+    one, and go on taking those that come free until this process and the user's other
+    processes hold all of them (a daemon that just ended gives its instance back only once the
+    kernel has reaped its watches, which it defers): a wait on that count, bounded at 10 s,
+    never a quiet period; their fds (close them to give them back)."""
+    with open('/proc/sys/fs/inotify/max_user_instances') as f:
+        limit = int(f.read())
     fds = take_inotify_instances()
-    quiet = time.monotonic() + 0.5
-    stop = time.monotonic() + 10
-    while time.monotonic() < min(quiet, stop):
-        time.sleep(0.02)
-        more = take_inotify_instances()
-        if more:
-            fds += more
-            quiet = time.monotonic() + 0.5
+
+    def all_held():
+        fds.extend(take_inotify_instances())
+        return len(fds) + inotify_instances_elsewhere() >= limit
+    ml.poll(all_held, timeout=10, step=0.02)
     return fds
+
+
+def inotify_instances_elsewhere():
+    """The inotify instances the processes of this user other than this one hold (their fds
+    that are 'anon_inode:inotify'; one instance open in two processes counts twice, which only
+    ends the wait of hold_inotify_instances sooner)."""
+    uid, n = os.geteuid(), 0
+    for d in os.listdir('/proc'):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            if os.stat('/proc/' + d).st_uid != uid:
+                continue
+            for fd in os.listdir('/proc/%s/fd' % d):
+                n += os.readlink('/proc/%s/fd/%s' % (d, fd)) == 'anon_inode:inotify'
+        except OSError:
+            continue  # gone meanwhile
+    return n
 
 
 def take_inotify_instances():

@@ -760,24 +760,46 @@ def mount_error(ck, label, m):
     return None
 
 
+def sigkill_and_wait(pids, timeout=KILL_WAIT):
+    """SIGKILL each of pids and return once every one has exited (its pidfd readable, so its
+    files, /dev/fuse among them, are closed), at most timeout seconds (then a log line names
+    those still there): what a caller does next never meets a process still dying. Returns the
+    pids signalled (those not gone already)."""
+    fds = {}
+    for p in pids:
+        try:
+            fd = os.pidfd_open(p)
+        except OSError:
+            continue  # gone already
+        try:
+            os.kill(p, signal.SIGKILL)
+            fds[p] = fd
+        except OSError:
+            os.close(fd)
+    end = time.monotonic() + timeout
+    left = dict(fds)
+    while left:
+        ready = select.select(list(left.values()), [], [], max(0.0, end - time.monotonic()))[0]
+        if not ready:
+            log('pid(s) %s still there %g s after SIGKILL' % (sorted(left), timeout))
+            break
+        left = {p: fd for p, fd in left.items() if fd not in ready}
+    for fd in fds.values():
+        os.close(fd)
+    return sorted(fds)
+
+
 def kill_pids(pids, grace=5.0):
-    """Wait up to grace seconds for pids to end, then SIGKILL the rest; returns those killed."""
+    """Wait up to grace seconds for pids to end, then SIGKILL the rest and wait for them to
+    exit (sigkill_and_wait); returns those killed."""
     live = [p for p in pids if pid_alive(p)]
-    killed = []
     if not live:
-        return killed
-    t = time.monotonic() + grace
-    while time.monotonic() < t and any(pid_alive(p) for p in live):
-        time.sleep(0.1)
-    for p in live:
-        if pid_alive(p):
-            log('killing leftover daemon pid %d' % p)
-            try:
-                os.kill(p, signal.SIGKILL)
-                killed.append(p)
-            except OSError:
-                pass
-    return killed
+        return []
+    poll(lambda: not any(pid_alive(p) for p in live), timeout=grace, step=0.1)
+    left = [p for p in live if pid_alive(p)]
+    for p in left:
+        log('killing leftover daemon pid %d' % p)
+    return sigkill_and_wait(left)
 
 
 class Watchdog:
@@ -797,16 +819,16 @@ class Watchdog:
         log('WATCHDOG: test exceeded %ds; the mount is presumably hung. Killing the daemon.'
             % self.seconds)
         for m in list(self.env.mounts):
-            for p in m.pids | set(daemons_for(self.env.shardfs, m.mnt)):
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
+            sigkill_and_wait(m.pids | set(daemons_for(self.env.shardfs, m.mnt)))
             subprocess.run(['fusermount3', '-u', '-z', m.mnt], timeout=30,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.5)
-        if not any(p == self.env.tmp or p.startswith(self.env.tmp + '/') for p in mounted_paths()) \
-                and not os.environ.get('SHARDFS_TEST_KEEP'):
+
+        def ours_mounted():
+            return any(p == self.env.tmp or p.startswith(self.env.tmp + '/')
+                       for p in mounted_paths())
+        # the lazy unmounts leave the mount table once the daemons are gone (bounded)
+        poll(lambda: not ours_mounted(), timeout=10)
+        if not ours_mounted() and not os.environ.get('SHARDFS_TEST_KEEP'):
             shutil.rmtree(self.env.tmp, ignore_errors=True)
         sys.stdout.flush()
         os._exit(1)
