@@ -158,15 +158,6 @@ def expect(src, follow):
     return sorted(tree), data, refused
 
 
-def tree_of(mnt):
-    got = set()
-    for dp, dns, fns in os.walk(mnt):
-        rel = os.path.relpath(dp, mnt)
-        dns[:] = [x for x in dns if x != '.shardfs']
-        got |= {os.path.normpath(os.path.join(rel, x)) for x in dns + fns}
-    return sorted(got)
-
-
 def beneath(env, ck, follow):
     rng = env.rng
     src, out = env.path('src'), env.path('out')
@@ -221,7 +212,7 @@ def beneath(env, ck, follow):
 
     def check(m, when, said):
         want, data, refused = expect(src, follow)
-        got = tree_of(m.mnt)
+        got = ml.tree_of(m.mnt)
         if got != want:
             log('%s: only in the mount %r; only in the source %r' % (
                 when, sorted(set(got) - set(want)), sorted(set(want) - set(got))))

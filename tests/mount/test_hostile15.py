@@ -82,15 +82,6 @@ def fill(env, src, n):
     return shards
 
 
-def tree_of(mnt):
-    got = set()
-    for dp, dns, fns in os.walk(mnt):
-        rel = os.path.relpath(dp, mnt)
-        dns[:] = [x for x in dns if x != '.shardfs']
-        got |= {os.path.normpath(os.path.join(rel, x)) for x in dns + fns}
-    return sorted(got)
-
-
 def group_source_gone(env, ck):
     n = env.rng.randint(2, 6)
     src = env.path('src')
@@ -103,7 +94,7 @@ def group_source_gone(env, ck):
                 for name, data in mem:
                     ck.eq('%s: before: %s/%s' % (how, k, name),
                           ml.read_result(os.path.join(m.mnt, k[:-4], name)), ('ok', data))
-            tree = tree_of(m.mnt)
+            tree = ml.tree_of(m.mnt)
             moved = env.path('src.' + how)
             shutil.copytree(src, moved, symlinks=True)
             if how == 'rm':
@@ -126,7 +117,7 @@ def group_source_gone(env, ck):
             text = ml.logs_under(cache)
             ck.eq('%s: the log says it once' % how,
                   text.count(GONE_LOG % (src_real, src, what, os.strerror(err)) + '\n'), 1)
-            ck.eq('%s: the tree as it was' % how, tree_of(m.mnt), tree)
+            ck.eq('%s: the tree as it was' % how, ml.tree_of(m.mnt), tree)
             for k, mem in sorted(shards.items()):
                 for name, data in mem:
                     got = ml.read_result(os.path.join(m.mnt, k[:-4], name))

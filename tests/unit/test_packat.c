@@ -39,6 +39,7 @@
 #include "check.h"
 #include "fs_core_sidecar.h"
 #include "fs_tools.h"
+#include "test_files.h"
 #include "test_rng.h"
 
 #define ROUNDS	 8
@@ -54,32 +55,6 @@ static int nbuilt, nlooked; /* shards begun, identities looked at */
 static int nchanged;
 static const char *ext; /* the round's shard extension */
 static char top[256], out[300], outside[300], moved[300], elsewhere[320], victim[320];
-
-static void die(const char *what)
-{
-	perror(what);
-	exit(1);
-}
-
-static void put(const char *path, const void *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-	if (fd < 0 || write(fd, data, len) != (ssize_t)len || close(fd) < 0)
-		die(path);
-}
-
-static size_t get(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return (size_t)-1;
-	n = read(fd, buf, cap);
-	close(fd);
-	return n < 0 ? (size_t)-1 : (size_t)n;
-}
 
 static void plant(const char *at)
 {

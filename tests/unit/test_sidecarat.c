@@ -35,7 +35,10 @@
 #include "fs_core.h"
 #include "fs_core_opt.h"
 #include "fs_core_sidecar.h"
+#include "shardidx.h"
+#include "test_files.h"
 #include "test_rng.h"
+#include "test_tar.h"
 
 #define ROUNDS	6
 #define NSHARDS 12
@@ -54,55 +57,18 @@ struct shard {
 static struct shard shards[NSHARDS];
 static int nsaid_other;
 
-static void die(const char *what)
+/* path: a ustar archive of one member (name, data), by test_tar.h's
+ * writer: the member's bytes over its fill, then the two zero blocks that
+ * end an archive (tar_room keeps them) */
+static void tar_one(const char *path, const char *name, const char *data)
 {
-	perror(what);
-	exit(1);
-}
-
-static void put(const char *path, const void *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-	if (fd < 0 || write(fd, data, len) != (ssize_t)len || close(fd) < 0)
-		die(path);
-}
-
-static size_t get(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return (size_t)-1;
-	n = read(fd, buf, cap);
-	close(fd);
-	return n < 0 ? (size_t)-1 : (size_t)n;
-}
-
-/* a ustar archive of one member (name, data) */
-static size_t tar_one(char *buf, const char *name, const char *data)
-{
+	struct tarw t = {0};
 	size_t dlen = strlen(data);
-	unsigned sum = 0;
-	char *h = buf;
 
-	memset(buf, 0, 512 * 4);
-	snprintf(h, 100, "%s", name);
-	snprintf(h + 100, 8, "%07o", 0644);
-	snprintf(h + 108, 8, "%07o", 0);
-	snprintf(h + 116, 8, "%07o", 0);
-	snprintf(h + 124, 12, "%011o", (unsigned)dlen);
-	snprintf(h + 136, 12, "%011o", 1700000000u);
-	h[156] = '0';
-	memcpy(h + 257, "ustar", 6);
-	memcpy(h + 263, "00", 2);
-	memset(h + 148, ' ', 8);
-	for (int k = 0; k < 512; k++)
-		sum += (unsigned char)h[k];
-	snprintf(h + 148, 8, "%06o", sum);
-	memcpy(buf + 512, data, dlen);
-	return 512 * 4; /* header, one data block, two zero blocks */
+	tar_add(&t, name, '0', NULL, 0644, 1700000000u, dlen);
+	memcpy(t.b + t.len - (dlen + 511) / 512 * 512, data, dlen);
+	put(path, t.b, t.len + 1024);
+	free(t.b);
 }
 
 static const char *cur_src, *cur_out; /* the round's source and outside directory */
@@ -224,7 +190,6 @@ static void round_run(int round)
 	for (int i = 0; i < NSHARDS; i++) {
 		struct shard *s = &shards[i];
 		char name[64];
-		size_t len;
 
 		memset(s, 0, sizeof(*s));
 		s->how = hows[rnd_n(&rng, sizeof(hows) - 1)];
@@ -242,9 +207,8 @@ static void round_run(int round)
 			die(path);
 		snprintf(s->key, sizeof(s->key), "%s/s%d.tar", s->dir, i);
 		snprintf(name, sizeof(name), "m%d.txt", i);
-		len = tar_one(buf, name, "member bytes\n");
 		snprintf(path, sizeof(path), "%s/%s", src, s->key);
-		put(path, buf, len);
+		tar_one(path, name, "member bytes\n");
 	}
 	if (fs_config_new(&cfg) < 0 || fs_opt_parse_index(4, argv, cfg) != 0)
 		FAIL("round %d: the options", round);

@@ -1051,6 +1051,17 @@ def clamp_mtime(t):
     return min(max(t, 0), 2**32 - 1)
 
 
+def tree_of(mnt):
+    """The sorted relative paths of every directory and file below mnt, its control directory
+    .shardfs/ left out: a mount's whole tree, to compare with the tree expected."""
+    got = set()
+    for dp, dns, fns in os.walk(mnt):
+        rel = os.path.relpath(dp, mnt)
+        dns[:] = [x for x in dns if x != '.shardfs']
+        got |= {os.path.normpath(os.path.join(rel, x)) for x in dns + fns}
+    return sorted(got)
+
+
 def compare_trees(ck, label, got, ref, explicit=(), ino_map=None, check_dir_attrs_of=None):
     """Compare snapshot got (mount) with snapshot ref (GNU tar extraction).
     explicit: relpaths of directories stored in the shard (their mode/mtime must match).
