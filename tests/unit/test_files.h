@@ -2,13 +2,15 @@
  * test_files.h — the file helpers of the unit tests that build trees on
  * disk and look at what a tool left there (test_sidecarat.c,
  * test_packat.c): a failure that ends the program, a file written whole,
- * a file read back. One test program is one translation unit: every helper
- * is static inline.
+ * a file read back, and a seeded run's start and end (its seed, its temp
+ * directory kept when a check failed). One test program is one translation
+ * unit: every helper is static inline. Include after check.h.
  */
 #ifndef SHARDFS_TEST_FILES_H
 #define SHARDFS_TEST_FILES_H
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -42,6 +44,35 @@ static inline size_t get(const char *path, char *buf, size_t cap)
 	n = read(fd, buf, cap);
 	close(fd);
 	return n < 0 ? (size_t)-1 : (size_t)n;
+}
+
+/* the run's seed: TEST_SEED, else dflt (CI's), printed so that a run can be
+ * repeated */
+static inline uint64_t test_seed(uint64_t dflt)
+{
+	const char *env = getenv("TEST_SEED");
+	uint64_t seed = env ? strtoull(env, NULL, 10) : dflt;
+
+	printf("seed %llu (set TEST_SEED to repeat)\n", (unsigned long long)seed);
+	return seed;
+}
+
+/* the end of test name's run, whose trees are below dir: kept and named
+ * when a check failed (with the seed that repeats them), else removed;
+ * check_summary's status */
+static inline int trees_done(const char *name, const char *dir, uint64_t seed)
+{
+	char cmd[4200];
+
+	if (check_failures()) {
+		fprintf(stderr, "%s: seed %llu; trees left in %s\n", name, (unsigned long long)seed,
+			dir);
+	} else {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", dir);
+	}
+	return check_summary(name);
 }
 
 #endif

@@ -279,23 +279,12 @@ static void round_run(int round)
 
 int main(void)
 {
-	const char *env = getenv("TEST_SEED");
-	uint64_t seed = env ? strtoull(env, NULL, 10) : 20261203u; /* fixed in CI */
-	char cmd[256];
+	uint64_t seed = test_seed(20261203u); /* fixed in CI */
 
-	printf("seed %llu (set TEST_SEED to repeat)\n", (unsigned long long)seed);
 	rng = seed * 2654435761u + 1;
 	if (!mkdtemp(tmp))
 		die("mkdtemp");
 	for (int round = 0; round < ROUNDS; round++)
 		round_run(round);
-	if (check_failures()) {
-		fprintf(stderr, "sidecarat: seed %llu; trees left in %s\n",
-			(unsigned long long)seed, tmp);
-	} else {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", tmp);
-	}
-	return check_summary("sidecarat");
+	return trees_done("sidecarat", tmp, seed);
 }
