@@ -287,7 +287,7 @@ void cachetier__dio_submit(struct ct_dio *d, struct ct_dio_job *j, struct ct_fil
 	size_t len = 0;
 
 	CT_OFF_LOOP();
-	assert(n > 0 && n <= CT_WRITEV_MAX && j == cachetier__dio_job(d));
+	assert(n > 0 && n <= CT_DIO_IOV && j == cachetier__dio_job(d));
 	/* the CRCs first, while the sink's bytes are fresh in this core's
 	 * cache: the direct write reads these very buffers (DMA from the user
 	 * pages, no copy), and nothing writes them until the job is reaped */

@@ -32,7 +32,20 @@ struct fill_buf;
  * (cachetier/README.md, "Direct fills"). */
 #define CT_DIO_THREADS 2
 #define CT_DIO_JOBS    8
-#define CT_DIO_IOV     4 /* a job's buffers at most (CT_WRITEV_MAX) */
+/* A job's buffers at most: 16 sink buffers of 128 KiB, 2 MiB a direct
+ * pwritev. The fill writer holds a direct fill's buffers that follow each
+ * other (pending) until CT_DIO_IOV of them, or its run's end, make a job
+ * (cachetier_write.c, dio_hold): a few large writes a GB, not one a batch
+ * (tests/bench/README.md, "L4: direct fills of 2 MiB"). */
+#define CT_DIO_IOV 16
+/* The sink buffers the fill writer holds for direct writes at most
+ * (pending or in a job not yet reaped): 16 MiB. Held buffers leave the
+ * sinks' counts (FILL_BUFS_MAX, FILL_WQ_MAX: a sink never pauses for
+ * them); at the bound the writer submits the fill with the most pending
+ * and reaps the oldest job (its wait: the disk's) before it holds more.
+ * The pool keeps this many more buffers (cachetier_write.c,
+ * FILL_POOL_MAX). */
+#define CT_DIO_HELD 128
 
 /* One direct write in flight: n buffers from off (the caller's: slot and
  * bufs, the sink buffers it gives back once the job is reaped). */
@@ -74,6 +87,16 @@ struct ct_dio {
 	/* the submitter's (the fill writer's) ring of jobs: [head, head + count) in flight */
 	struct ct_dio_job jobs[CT_DIO_JOBS];
 	unsigned head, count;
+	/* the fill writer's: sink buffers held (pending in a fill, or in a
+	 * job not reaped: at most CT_DIO_HELD), and the fills with buffers
+	 * pending (linked by ct_fill.dnext) */
+	unsigned held;
+	struct ct_slot *pend;
+	/* tests: jobs submitted by the fill writer, their buffers, the most
+	 * buffers held at once, and the jobs submitted at CT_DIO_HELD */
+	atomic_ullong jobs_sub, jobs_bufs;
+	atomic_uint held_peak;
+	atomic_ullong held_flushes;
 };
 
 /* The pool's threads started (up to CT_DIO_THREADS; none started: each
@@ -84,7 +107,7 @@ void cachetier__dio_stop(struct ct_dio *d);
 /* A free job of the ring for a submit, or NULL when CT_DIO_JOBS are in
  * flight: reap the oldest (cachetier__dio_oldest, _wait) first. */
 struct ct_dio_job *cachetier__dio_job(struct ct_dio *d);
-/* Job j's buffers iov[0..n) (at most CT_WRITEV_MAX, following each other
+/* Job j's buffers iov[0..n) (at most CT_DIO_IOV, following each other
  * from off) of a prefetch fill: each unit's CRC32C over them computed now,
  * in the submitter (the bytes the write reads: nothing writes the buffers
  * until the job is reaped), then the bytes written by the pool as

@@ -154,6 +154,14 @@ struct ct_fill {
 	uint32_t wland;
 	struct fill_buf *wend;
 	uint64_t wfrom;
+	/* a direct fill's buffers the writer holds, not yet a job
+	 * (cachetier_write.c, dio_hold): dpn of them from dp (linked by next),
+	 * bytes [doff, dend) of the object; dnext: the next fill with some
+	 * (ct_dio.pend) */
+	struct fill_buf *dp, **dpt;
+	unsigned dpn;
+	uint64_t doff, dend;
+	struct ct_slot *dnext;
 };
 
 /* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or from a new

@@ -119,7 +119,11 @@ _Static_assert(FILL_BUFS_MAX % BCHUNK_BUFS == 0 && FILL_BUFS_MAX <= FILL_POOL_MA
 
 void cachetier__buf_pool_init(struct cachetier *ct)
 {
-	int err = disk_arena_init(&ct->wr.bpool, BUF_STRIDE, CT_DIO_ALIGN, FILL_POOL_MAX);
+	/* with direct fills, also the CT_DIO_HELD the writer may hold
+	 * (dio_hold): kept, not unmapped and faulted
+	 * fresh again at each burst */
+	int err = disk_arena_init(&ct->wr.bpool, BUF_STRIDE, CT_DIO_ALIGN,
+				  FILL_POOL_MAX + (ct->cfg.direct_fills ? CT_DIO_HELD : 0u));
 
 	assert(err == 0 && ct->wr.bpool.per == BCHUNK_BUFS);
 	(void)err;
@@ -152,16 +156,21 @@ struct fill_buf *cachetier__buf_get(struct cachetier *ct)
 	return (struct fill_buf *)(blk + BUF_LEAD);
 }
 
-void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
+/* b back in the pool, its count left alone. */
+static void buf_give(struct cachetier *ct, struct fill_buf *b)
 {
 	void *gone;
 
-	if (!b)
-		return;
 	disk_mutex_lock(&ct->wr.bpool_lock);
 	gone = disk_arena_give(&ct->wr.bpool, b->data - BUF_HEAD);
 	disk_mutex_unlock(&ct->wr.bpool_lock);
 	disk_arena_chunk_unmap(gone);
+}
+
+/* A buffer out of the pool's count (FILL_BUFS_MAX): put back, or held for
+ * a direct write (dio_hold). */
+static void buf_unout(struct cachetier *ct)
+{
 	/* under the resume mark with a sink paused for a buffer (buf_room):
 	 * the paused transfers asked again, one wake-up of the store's I/O
 	 * thread; the count falls before the flag is read (both sequentially
@@ -171,6 +180,14 @@ void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
 		atomic_fetch_add_explicit(&ct->wr.pool_wakes, 1, memory_order_relaxed);
 		backend_sink_ready(ct->be);
 	}
+}
+
+void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
+{
+	if (!b)
+		return;
+	buf_give(ct, b);
+	buf_unout(ct);
 }
 
 /* The same handshake as the sinks' FILL_WQ_MAX (cachetier_fill.c,
@@ -205,14 +222,19 @@ void cachetier__buf_pool_free(struct cachetier *ct)
 /* A buffer of the fill's bytes written (or dropped): back to the pool,
  * and the sinks told when the queue is down to FILL_WQ_RESUME with one
  * paused. */
-static void buf_done(struct cachetier *ct, struct fill_buf *b)
+static void wq_done(struct cachetier *ct)
 {
-	cachetier__buf_put(ct, b);
 	/* down to a quarter with a sink paused (cachetier_fill.c, sink_full): its
 	 * transfer goes on (one wake-up of the store's I/O thread, not a poll) */
 	if (atomic_fetch_sub(&ct->wr.wq_bufs, 1) - 1 <= FILL_WQ_RESUME &&
 	    atomic_load(&ct->wr.wq_wake) && atomic_exchange(&ct->wr.wq_wake, 0))
 		backend_sink_ready(ct->be);
+}
+
+static void buf_done(struct cachetier *ct, struct fill_buf *b)
+{
+	cachetier__buf_put(ct, b);
+	wq_done(ct);
 }
 
 /* A direct job reaped (the oldest in flight: its writes returned): its
@@ -236,7 +258,8 @@ static void dio_reap_one(struct cachetier *ct)
 	for (int k = 0; k < j->n; k++) {
 		struct fill_buf *next = b->next;
 
-		buf_done(ct, b);
+		buf_give(ct, b); /* held (dio_hold): out of the sinks' counts already */
+		ct->wr.dio.held--;
 		b = next;
 	}
 }
@@ -246,6 +269,122 @@ static void dio_drain(struct cachetier *ct)
 {
 	while (cachetier__dio_oldest(&ct->wr.dio))
 		dio_reap_one(ct);
+}
+
+/* Direct fills' buffers held until they make a large job: a prefetch
+ * fill's sink pushes its buffers one or two a batch (33 fills in flight
+ * share the writer), so a job of what one batch holds was 160 KiB on
+ * average, some 6,500 direct writes and as many wake-ups of the direct
+ * writers a GB (tests/bench/README.md, "fill8"). The writer holds a direct
+ * fill's buffers that follow each other (fl->dp, pending) and submits them
+ * as one job of CT_DIO_IOV (2 MiB) once it has that many, at its run's end
+ * (fill_group_write), or when it holds CT_DIO_HELD buffers (the fill with
+ * the most pending first). No unit of a pending buffer lands before its
+ * job is reaped (fl->wnext moves at the submit): a reader of a direct
+ * fill's unit waits for its 2 MiB or its run's end. Held buffers leave
+ * the sinks' counts at the hold (FILL_WQ_MAX's and FILL_BUFS_MAX's, each
+ * with its wake-up), so a sink never pauses for buffers the writer holds
+ * while it sleeps: every hold is bounded by CT_DIO_HELD. */
+static void dio_unlist(struct ct_dio *d, struct ct_slot *slot)
+{
+	struct ct_slot **p = &d->pend;
+
+	while (*p != slot)
+		p = &(*p)->fill->dnext;
+	*p = slot->fill->dnext;
+	slot->fill->dnext = NULL;
+}
+
+/* The fill's pending buffers submitted as one job (dropped if its run
+ * failed: a failed run's later bytes are dropped, as fill_write drops
+ * them). */
+static void dio_flush(struct cachetier *ct, struct ct_slot *slot)
+{
+	struct ct_dio *d = &ct->wr.dio;
+	struct ct_fill *fl = slot->fill;
+	struct iovec iov[CT_DIO_IOV];
+	struct fill_buf *b = fl->dp;
+	struct ct_dio_job *j;
+	int n = 0;
+
+	if (!fl->dpn)
+		return;
+	dio_unlist(d, slot);
+	fl->dp = NULL;
+	fl->dpn = 0;
+	if (fl->werr) {
+		while (b) {
+			struct fill_buf *next = b->next;
+
+			buf_give(ct, b);
+			d->held--;
+			b = next;
+		}
+		return;
+	}
+	for (struct fill_buf *x = b; x; x = x->next)
+		iov[n++] = (struct iovec){.iov_base = x->data, .iov_len = x->used};
+	cachetier__dio_start(d);
+	while (!(j = cachetier__dio_job(d)))
+		dio_reap_one(ct); /* CT_DIO_JOBS in flight: the oldest first */
+	j->slot = slot;
+	j->bufs = b;
+	cachetier__dio_submit(d, j, slot->f, slot->c, fl->crc, fl->doff, iov, n);
+	atomic_fetch_add_explicit(&ct->wr.fill_writes, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&d->jobs_sub, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&d->jobs_bufs, (unsigned)n, memory_order_relaxed);
+	fl->wnext = fl->dend; /* if it fails, fl->werr says so before any landing */
+}
+
+/* b, the next buffer of slot's direct fill, held: appended to its
+ * pending ones, submitted with them once CT_DIO_IOV; first, at
+ * CT_DIO_HELD held, the fill with the most pending submitted and the
+ * oldest job reaped until there is room. */
+static void dio_hold(struct cachetier *ct, struct ct_slot *slot, struct fill_buf *b)
+{
+	struct ct_dio *d = &ct->wr.dio;
+	struct ct_fill *fl = slot->fill;
+
+	if (fl->dpn && fl->dend != b->off)
+		dio_flush(ct, slot); /* not the next bytes (never in a run): a job of its own */
+	while (d->held >= CT_DIO_HELD) {
+		if (!cachetier__dio_oldest(d)) {
+			struct ct_slot *big = d->pend;
+
+			if (!big)
+				break; /* never: what is held is pending or in a job */
+			for (struct ct_slot *x = d->pend; x; x = x->fill->dnext)
+				if (x->fill->dpn > big->fill->dpn)
+					big = x;
+			dio_flush(ct, big);
+			atomic_fetch_add_explicit(&d->held_flushes, 1, memory_order_relaxed);
+		}
+		if (cachetier__dio_oldest(d))
+			dio_reap_one(ct);
+	}
+	if (++d->held > atomic_load_explicit(&d->held_peak, memory_order_relaxed))
+		atomic_store_explicit(&d->held_peak, d->held, memory_order_relaxed);
+	buf_unout(ct);
+	wq_done(ct);
+	b->next = NULL;
+	if (!fl->dpn) {
+		fl->dpt = &fl->dp;
+		fl->doff = b->off;
+		fl->dnext = d->pend;
+		d->pend = slot;
+	}
+	*fl->dpt = b;
+	fl->dpt = &b->next;
+	fl->dend = b->off + b->used;
+	if (++fl->dpn == CT_DIO_IOV)
+		dio_flush(ct, slot);
+}
+
+/* Every fill's pending buffers submitted (the writer's stop). */
+static void dio_flush_all(struct cachetier *ct)
+{
+	while (ct->wr.dio.pend)
+		dio_flush(ct, ct->wr.dio.pend);
 }
 
 /* A run longer than ALLOC_MIN written buffered: at its first write (its
@@ -304,19 +443,20 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 		 * pwritev: folios a punch takes whole (cachetier_punch.h) */
 		if (slot->direct && ct->wr.dio.on &&
 		    !atomic_load_explicit(&ct->wr.dio.refused, memory_order_relaxed)) {
-			struct ct_dio_job *j;
+			/* held until they make a job (dio_hold): every buffer
+			 * that follows, not CT_WRITEV_MAX */
+			for (x = b, end = b->off; x && !x->end && x->off == end;) {
+				struct fill_buf *next = x->next;
 
-			cachetier__dio_start(&ct->wr.dio);
-			while (!(j = cachetier__dio_job(&ct->wr.dio)))
-				dio_reap_one(ct); /* CT_DIO_JOBS in flight: the oldest first */
-			j->slot = slot;
-			j->bufs = b;
-			cachetier__dio_submit(&ct->wr.dio, j, slot->f, slot->c, fl->crc, b->off,
-					      iov, n);
-			atomic_fetch_add_explicit(&ct->wr.fill_writes, 1, memory_order_relaxed);
-			fl->wnext = end; /* if it fails, fl->werr says so before any landing */
+				end += x->used;
+				dio_hold(ct, slot, x);
+				x = next;
+			}
+			if (end > fl->wtop)
+				fl->wtop = end;
 			return x;
 		}
+		dio_flush(ct, slot); /* refused since its last hold: what it holds first */
 		if ((uint64_t)slot->n * slot->f->unit_bytes < CT_WRITEV_MAX * FILL_BUF_BYTES)
 			fl->werr =
 			    cachetier__writev_units(slot->f, slot->c, fl->crc, b->off, iov, n);
@@ -394,6 +534,8 @@ static void fill_group_write(struct cachetier *ct, struct ct_slot *slot)
 		b = fill_write(ct, b);
 	assert(!b || (b->end && !b->next));
 	fl->wend = b;
+	if (b)
+		dio_flush(ct, slot); /* the run's end: what it holds, a job */
 }
 
 static void fill_group_land(struct cachetier *ct, struct ct_slot *slot)
@@ -736,7 +878,9 @@ void *cachetier__writer_main(void *arg)
 		atomic_store_explicit(&ct->wr.wlock_busy, cachetier__lock_busy,
 				      memory_order_relaxed);
 	}
-	cachetier__dio_stop(&ct->wr.dio); /* every job was reaped (each batch drains) */
+	dio_flush_all(ct); /* none held at stop but a run's that never ended */
+	dio_drain(ct);
+	cachetier__dio_stop(&ct->wr.dio); /* every job was reaped */
 	return NULL;
 }
 

@@ -8,13 +8,17 @@ hits every build alike.
     /usr/bin/python3 tests/bench/ab_prefetch.py [--rounds 10] [--size-mb 512] [--curl]
         [--perf DIR | --strace DIR | --trace DIR] [--mount-opts "..."] NAME=BIN [NAME=BIN ...]
 
-BIN: shardfs binaries (release builds; compare.sh makes build-bench-REV/shardfs). For each
+BIN: shardfs binaries (release builds; compare.sh makes build-bench-REV/shardfs); a side may
+add mount options of its own after its BIN, in the same argument: 'on=build-bench/shardfs
+--direct-fills prefetch' (one binary, two sides). For each
 prefetch: the daemon's CPU per GB filled from its threads' schedstat run time (exact, not 10 ms
 ticks), by thread name (shardfs-io, the store's I/O loop; shardfs-write, the fill writer;
 shardfs, the main and FUSE threads), its context switches and minor page faults per GB, the
 fill transfers paused and resumed (store_pauses/store_resumes), the lean engine's body receives
 per GB (store_recvs, '-' for a build without it), the fill buffers' pool's 2 MiB mappings (fresh memory:
-cache_fill_pool_maps, '-' for a build without it), the wall time and the load average (1 min). --curl adds
+cache_fill_pool_maps, '-' for a build without it), the wall time and the load average (1 min), and the memory this VM's free page reporting gave back
+to the host during it (the change of /sys/module/page_reporting/parameters/reported_kib, '-'
+where there is none: tests/bench/README.md, "Why L4 alternates at 1 GB"). --curl adds
 a side: curl of each shard to a file, 8 at a time, its CPU (rusage) per GB written (L4's
 ratio). --perf DIR: `perf record -g -F 4999` of the daemon over each prefetch, into
 DIR/NAME-rROUND.data (perf starts 1.5 s before; its cost is in the figures: compare profiles,
@@ -75,14 +79,16 @@ def recorder(a0, name, r, pid):
     return p
 
 
-def one_prefetch(a, a0, emu, name, r):
-    m = lb.Mount(a, emu.url(a.brace), ('--warm', 'off'))
+def one_prefetch(a, a0, emu, name, r, opts=()):
+    m = lb.Mount(a, emu.url(a.brace), ('--warm', 'off', *opts))
     try:
         rec = recorder(a0, name, r, m.pid)
         c0, w0, f0 = thread_cpu_ns(m.pid), lb.thread_switches(m.pid), lb.proc_minflt(m.pid)
+        k0 = lb.reported_kib()
         t = time.monotonic()
         lb.sh([a.bin, 'prefetch', m.mnt], stdout=subprocess.DEVNULL, timeout=600)
         secs = time.monotonic() - t
+        k1 = lb.reported_kib()
         if rec:
             rec.send_signal(signal.SIGINT)
             rec.wait(60)
@@ -103,7 +109,8 @@ def one_prefetch(a, a0, emu, name, r):
     wk = {k: (w1[k][0] - w0.get(k, [0, 0])[0]) / gb for k in w1}
     return dict(cpu=sum(per.values()), per=per, sw=sw, wk=wk, flt=(f1 - f0) / gb, secs=secs,
                 pauses=pauses, maps=maps, load=os.getloadavg()[0],
-                recvs='%.0f' % (int(recvs) / gb) if recvs is not None else '-')
+                recvs='%.0f' % (int(recvs) / gb) if recvs is not None else '-',
+                rep='%d MiB' % ((k1 - k0) // 1024) if k0 is not None and k1 is not None else '-')
 
 
 def one_curl(a, emu):
@@ -114,7 +121,7 @@ def one_curl(a, emu):
     secs, cpu = lb.curl_pool(jobs, len(jobs))
     shutil.rmtree(dl)
     return dict(cpu=cpu / (a.total / 1e9), per={}, sw=0, wk={}, flt=0, secs=secs, pauses='-', maps='-',
-                load=os.getloadavg()[0], recvs='-')
+                load=os.getloadavg()[0], recvs='-', rep='-')
 
 
 def main():
@@ -135,9 +142,10 @@ def main():
         if '=' not in s:
             ap.error('NAME=BIN: %s' % s)
         name, b = s.split('=', 1)
-        sides.append((name, os.path.abspath(b)))
+        b, *opts = b.split()
+        sides.append((name, os.path.abspath(b), opts))
     if a0.curl:
-        sides.append(('curl', None))
+        sides.append(('curl', None, []))
     a = argparse.Namespace(shards=8, shard_mb=a0.size_mb // 8, perf=None, epoch_hook=None,
                            mount_opts=a0.mount_opts.split(), bin=sides[0][1])
     lb.MOUNT_OPTS[:] = a.mount_opts
@@ -145,7 +153,7 @@ def main():
     emu_exe = a0.emu or os.path.join(os.path.dirname(sides[0][1]), 'tests', 'linkemu')
     a.w = tempfile.mkdtemp(prefix='shardfs-ab-prefetch-', dir='/var/tmp')
     emu = None
-    res = {n: [] for n, _ in sides}
+    res = {n: [] for n, _, _ in sides}
     try:
         a.shard_dir, a.names = lb.make_dataset(a)
         a.sizes = {n: os.path.getsize(os.path.join(a.shard_dir, n)) for n in a.names}
@@ -157,18 +165,19 @@ def main():
         print('ab_prefetch: %d MB in %d shards, emulator %s at 30 ms and 60 MB/s, %d rounds' % (
             a.total // 1000000, len(a.names), emu_exe, a0.rounds), flush=True)
         for r in range(a0.rounds):
-            for name, b in (sides if r % 2 == 0 else sides[::-1]):
+            for name, b, opts in (sides if r % 2 == 0 else sides[::-1]):
                 lb.settle()
                 if b is None:
                     x = one_curl(a, emu)
                 else:
                     a.bin = b
-                    x = one_prefetch(a, a0, emu, name, r)
+                    x = one_prefetch(a, a0, emu, name, r, opts)
                 res[name].append(x)
                 print('r%d %-10s %.3f CPU-s/GB %.2f s, switches/GB %.0f, faults/GB %.0f, '
-                      'pauses/resumes %s, pool maps %s, body receives/GB %s, load %.1f  %s' % (
+                      'pauses/resumes %s, pool maps %s, body receives/GB %s, reported %s, '
+                      'load %.1f  %s' % (
                           r, name, x['cpu'], x['secs'], x['sw'], x['flt'], x['pauses'],
-                          x['maps'], x['recvs'], x['load'], ' '.join('%s=%.3f' % (k, v) for k, v in
+                          x['maps'], x['recvs'], x['rep'], x['load'], ' '.join('%s=%.3f' % (k, v) for k, v in
                                               sorted(x['per'].items()) if v >= 0.001)),
                       flush=True)
                 if x['wk']:
@@ -183,7 +192,7 @@ def main():
         shutil.rmtree(a.w, ignore_errors=True)
     med = statistics.median
     print('medians (min-max) over %d rounds:' % a0.rounds)
-    for name, _ in sides:
+    for name, _, _ in sides:
         xs = res[name]
         if not xs:
             continue

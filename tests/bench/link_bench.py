@@ -204,6 +204,19 @@ def proc_rss(pid):
     return v.get('VmHWM', -1), v.get('VmRSS', -1)
 
 
+
+REPORTED_KIB = '/sys/module/page_reporting/parameters/reported_kib'
+
+
+def reported_kib():
+    """KiB this VM's free page reporting has given back to the host so far (its balloon's
+    VIRTIO_BALLOON_F_REPORTING), or None where the kernel has no such counter."""
+    try:
+        with open(REPORTED_KIB) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
 class Mount:
     def __init__(self, a, src, extra=()):
         self.a = a
@@ -586,45 +599,55 @@ def prefetch_once(a, emu, extra=(), perf=False):
     return secs, cpu, fetched, m
 
 
-def w_prefetch_rounds(a, emu, emu0, dl, sf, sfcpu, cu, cucpu, cr, fl, fl0):
-    """w_prefetch's rounds, the sides alternated; the lists get each round's figures."""
+def w_prefetch_rounds(a, emu, emu0, dl, sf, sfcpu, cu, cucpu, cr, fl, fl0, rep):
+    """w_prefetch's rounds, the sides alternated; the lists get each round's figures, rep
+    (side: [MiB]) the memory the VM gave back to its host over each side's run."""
     for i in range(max(a.runs, 5)):  # short runs; the CPU figures are noisy
         order = ('sf', 'curl', 'ranges', 'floor') if i % 2 == 0 else (
             'floor', 'ranges', 'curl', 'sf')
         for side in order:
             settle()
-            if side == 'floor':
-                x = fill_floor(a, emu)
-                if x is not None:
-                    fl.append(x)
-                    fl0.append(fill_floor(a, emu0))
-            elif side == 'sf':
-                secs, cpu, fetched, m = prefetch_once(a, emu)
-                log('prefetch: %.2f s, %.0f MB/s, daemon %.2f cpu s, mount took %.2f s, '
-                    'fetched %d' % (secs, a.total / 1e6 / secs, cpu, m.mount_s, fetched))
-                log('... daemon context switches by thread, voluntary+involuntary: %s' %
-                    m.switches)
-                if '"store_pauses"' in m.stats():  # the fill writer's back-pressure
-                    log('... fill transfers paused %s, resumed %s, by the 1 s bound %s' % (
-                        m.stat('store_pauses'), m.stat('store_resumes'),
-                        m.stat('store_pause_backstops')))
-                m.umount()
-                assert fetched == a.total, (fetched, a.total)
-                sf.append(secs)
-                sfcpu.append(cpu / (fetched / 1e9))
-            else:
-                shutil.rmtree(dl, ignore_errors=True)
-                os.makedirs(dl)
-                if side == 'curl':
-                    jobs = [['curl', '-s', '--fail', '-o', os.path.join(dl, nm), emu.url(nm)]
-                            for nm in a.names]
-                    secs, cpu = curl_pool(jobs, a.n)
-                    cu.append(secs)
-                    cucpu.append(cpu / (a.total / 1e9))
-                else:
-                    secs, _ = curl_pool(range_jobs(a, emu, a.n, dl), a.n)
-                    cr.append(secs)
-                shutil.rmtree(dl)
+            k0 = reported_kib()
+            w_prefetch_side(a, emu, emu0, dl, side, sf, sfcpu, cu, cucpu, cr, fl, fl0)
+            k1 = reported_kib()
+            if k0 is not None and k1 is not None:
+                rep.setdefault(side, []).append((k1 - k0) / 1024)
+
+
+def w_prefetch_side(a, emu, emu0, dl, side, sf, sfcpu, cu, cucpu, cr, fl, fl0):
+    """One side of a w_prefetch round."""
+    if side == 'floor':
+        x = fill_floor(a, emu)
+        if x is not None:
+            fl.append(x)
+            fl0.append(fill_floor(a, emu0))
+    elif side == 'sf':
+        secs, cpu, fetched, m = prefetch_once(a, emu)
+        log('prefetch: %.2f s, %.0f MB/s, daemon %.2f cpu s, mount took %.2f s, '
+            'fetched %d' % (secs, a.total / 1e6 / secs, cpu, m.mount_s, fetched))
+        log('... daemon context switches by thread, voluntary+involuntary: %s' %
+            m.switches)
+        if '"store_pauses"' in m.stats():  # the fill writer's back-pressure
+            log('... fill transfers paused %s, resumed %s, by the 1 s bound %s' % (
+                m.stat('store_pauses'), m.stat('store_resumes'),
+                m.stat('store_pause_backstops')))
+        m.umount()
+        assert fetched == a.total, (fetched, a.total)
+        sf.append(secs)
+        sfcpu.append(cpu / (fetched / 1e9))
+    else:
+        shutil.rmtree(dl, ignore_errors=True)
+        os.makedirs(dl)
+        if side == 'curl':
+            jobs = [['curl', '-s', '--fail', '-o', os.path.join(dl, nm), emu.url(nm)]
+                    for nm in a.names]
+            secs, cpu = curl_pool(jobs, a.n)
+            cu.append(secs)
+            cucpu.append(cpu / (a.total / 1e9))
+        else:
+            secs, _ = curl_pool(range_jobs(a, emu, a.n, dl), a.n)
+            cr.append(secs)
+        shutil.rmtree(dl)
 
 
 def w_prefetch(a, emu):
@@ -639,8 +662,9 @@ def w_prefetch(a, emu):
     # the paced link its one connection wakes its threads per segment (README, "The floor
     # rows"), which the daemon's loop over N connections does not pay
     emu0 = Emu(a.shard_dir, 0, 100000, a.w, 'floor', shardfs=a.bin, etag=a.etag)
+    rep = {}
     try:
-        w_prefetch_rounds(a, emu, emu0, dl, sf, sfcpu, cu, cucpu, cr, fl, fl0)
+        w_prefetch_rounds(a, emu, emu0, dl, sf, sfcpu, cu, cucpu, cr, fl, fl0, rep)
     finally:
         stop_emu(emu0)
     s, c, r = a.total / 1e6 / med(sf), a.total / 1e6 / med(cu), a.total / 1e6 / med(cr)
@@ -656,6 +680,10 @@ def w_prefetch(a, emu):
          1.0)
     emit('L4. CPU s per GB filled: daemon (prefetch) vs curl to files (per shard)', '--warm off',
          sc, cc, 'cpu s/GB', cc / sc, 'report (issue 6: <= 1.2x curl, >= 0.83)')
+    if rep:  # free page reporting: freed memory the host took back, dear at its next touch
+        note('L4: memory the VM gave back to its host over each run (%s), MiB: %s' % (
+            REPORTED_KIB, '; '.join('%s %s' % ({'sf': 'prefetch'}.get(k, k), ' '.join(
+                '%.0f' % x for x in v)) for k, v in sorted(rep.items()))))
     if fl:  # the machine's floor in the same invocation: the daemon over the lean model
         fc = med(fl)
         note('prefetch: L4 floor (splice_bench recv) CPU s per GB %s' % ' '.join(

@@ -25,7 +25,11 @@
  * test_modes: which prefetches each --direct-fills mode writes direct
  * (off, auto, prefetch: `shardfs prefetch`'s alone). test_inflight
  * (seeded): several writes in flight on the direct writers' pool, short
- * and refused direct writes forced (below).
+ * and refused direct writes forced (below). The fill writer's jobs of held
+ * buffers (cachetier_write.c, dio_hold): test_tier and test_modes count a
+ * job and a direct pwritev a run exactly; test_big (below) a 16 MiB fill
+ * in exactly 8 jobs of CT_DIO_IOV buffers, and 10 fills at once within
+ * CT_DIO_HELD held buffers.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -448,6 +452,17 @@ static void tier_run(const char *dir, const char *name, const unsigned char *pf,
 	      "%s: prefetch: %llu bytes direct, fallbacks %llu; want %u, %d", name,
 	      (unsigned long long)st.direct_bytes, (unsigned long long)st.direct_fallbacks,
 	      shm ? 0 : 20u * T_UNIT, shm);
+	/* a job a run (three of 8, 8 and 4 units and 5 bytes): each run's
+	 * buffers held until its end, one direct pwritev each */
+	printf("%s: %llu jobs of %llu buffers, %llu direct writes\n", name,
+	       (unsigned long long)atomic_load(&ct->wr.dio.jobs_sub),
+	       (unsigned long long)atomic_load(&ct->wr.dio.jobs_bufs),
+	       (unsigned long long)atomic_load(&ct->wr.dio.writes));
+	CHECK(atomic_load(&ct->wr.dio.writes) == (shm ? 0u : 3u) &&
+		  (shm || atomic_load(&ct->wr.dio.jobs_sub) == 3),
+	      "%s: prefetch: %llu direct writes, %llu jobs; want %u", name,
+	      (unsigned long long)atomic_load(&ct->wr.dio.writes),
+	      (unsigned long long)atomic_load(&ct->wr.dio.jobs_sub), shm ? 0u : 3u);
 	CHECK(obj_exact(o, pf, 0, T_SIZE), "%s: the prefetched object's bytes", name);
 	r = obj_open(ct, be, "rd.tar");
 	CHECK(obj_exact(r, rd, 0, T_SIZE), "%s: the read object's bytes", name);
@@ -458,6 +473,10 @@ static void tier_run(const char *dir, const char *name, const unsigned char *pf,
 	      name, (unsigned long long)st.direct_bytes, (unsigned long long)st.direct_fallbacks);
 	CHECK(st.fill_errors == 0 && st.units_corrupt == 0, "%s: %llu fill errors, %llu corrupt",
 	      name, (unsigned long long)st.fill_errors, (unsigned long long)st.units_corrupt);
+	CHECK(atomic_load(&ct->wr.dio.writes) == (shm ? 0u : 3u) && ct->wr.dio.held == 0 &&
+		  !ct->wr.dio.pend,
+	      "%s: after a demand read: %llu direct writes, %u buffers held", name,
+	      (unsigned long long)atomic_load(&ct->wr.dio.writes), ct->wr.dio.held);
 	cachetier_obj_unref(o);
 	cachetier_obj_unref(r);
 	cachetier_close(ct);
@@ -497,6 +516,132 @@ static void test_tier(uint64_t seed)
 	free(rd);
 }
 
+/* Large direct writes through a tier on the disk: chunks of 16 MiB, so
+ * units of 128 KiB, each unit a sink buffer exactly (a buffer ends at a
+ * unit or holds 128 KiB). One object of a chunk prefetched by one fill
+ * thread: its 128 buffers written direct in 8 jobs of CT_DIO_IOV (16) buffers,
+ * 8 pwritevs of 2 MiB (at most 4 buffers a batch, one batch's, before
+ * them: at least 32). Then BIG_OBJS objects prefetched at once by as many
+ * fill threads: the writer holds at most CT_DIO_HELD buffers (its peak),
+ * every buffer goes direct in some job (jobs' buffers, bytes direct
+ * exact), none held once idle, and every byte and stored CRC32C exact (a
+ * tier reopened over a store that fails every read). */
+#define BIG_CHUNK (16u << 20)
+#define BIG_OBJS  10
+
+static void test_big(uint64_t seed)
+{
+	uint64_t s = seed * 2654435761u + 31;
+	unsigned char *src[BIG_OBJS];
+	char key[BIG_OBJS][32];
+	struct cachetier_obj *o[BIG_OBJS];
+	struct cachetier_config cc;
+	struct cachetier_stats st;
+	struct backend *be;
+	struct cachetier *ct;
+	char path[600];
+	uint64_t jobs, nbufs;
+
+	for (int k = 0; k < BIG_OBJS; k++) {
+		snprintf(key[k], sizeof(key[k]), "big%d.tar", k);
+		src[k] = src_object(tmpdir, key[k], BIG_CHUNK, &s);
+	}
+	be = fault_store(tmpdir, "async=1");
+	snprintf(path, sizeof(path), "%s/big", tmpdir);
+	tier_config(&cc, path, 1ull << 30, 1, BIG_CHUNK);
+	cc.readahead_max_bytes = BIG_CHUNK;
+	cc.direct_fills = CACHETIER_DIRECT_AUTO;
+	ct = tier_open(&cc, be);
+	o[0] = obj_open(ct, be, key[0]);
+	CHECK(cachetier_obj_prefetch(o[0], CACHETIER_PF_COLD) == 0, "big: prefetch");
+	cached_wait(o[0], BIG_CHUNK, key[0]);
+	CHECK(prefetch_ended(o[0]), "big: prefetch did not end");
+	fills_idle(ct);
+	stats(ct, &st);
+	printf("big: one fill of %u bytes: %llu jobs of %llu buffers, %llu direct writes, %llu "
+	       "bytes direct\n",
+	       BIG_CHUNK, (unsigned long long)atomic_load(&ct->wr.dio.jobs_sub),
+	       (unsigned long long)atomic_load(&ct->wr.dio.jobs_bufs),
+	       (unsigned long long)atomic_load(&ct->wr.dio.writes),
+	       (unsigned long long)st.direct_bytes);
+	CHECK(atomic_load(&ct->wr.dio.jobs_sub) == BIG_CHUNK / FILL_BUF_BYTES / CT_DIO_IOV &&
+		  atomic_load(&ct->wr.dio.jobs_bufs) == BIG_CHUNK / FILL_BUF_BYTES &&
+		  atomic_load(&ct->wr.dio.writes) == BIG_CHUNK / FILL_BUF_BYTES / CT_DIO_IOV &&
+		  st.direct_bytes == BIG_CHUNK,
+	      "big: one fill: %llu jobs of %llu buffers, %llu direct writes, %llu bytes direct; "
+	      "want %u of %u, %u, %u",
+	      (unsigned long long)atomic_load(&ct->wr.dio.jobs_sub),
+	      (unsigned long long)atomic_load(&ct->wr.dio.jobs_bufs),
+	      (unsigned long long)atomic_load(&ct->wr.dio.writes),
+	      (unsigned long long)st.direct_bytes, BIG_CHUNK / FILL_BUF_BYTES / CT_DIO_IOV,
+	      BIG_CHUNK / FILL_BUF_BYTES, BIG_CHUNK / FILL_BUF_BYTES / CT_DIO_IOV, BIG_CHUNK);
+	CHECK(obj_exact(o[0], src[0], 0, BIG_CHUNK), "big: one fill: the bytes");
+	cachetier_obj_unref(o[0]);
+	cachetier_close(ct);
+
+	snprintf(path, sizeof(path), "%s/bigmany", tmpdir);
+	tier_config(&cc, path, 1ull << 30, BIG_OBJS, BIG_CHUNK);
+	cc.readahead_max_bytes = BIG_CHUNK;
+	cc.direct_fills = CACHETIER_DIRECT_AUTO;
+	ct = tier_open(&cc, be);
+	for (int k = 0; k < BIG_OBJS; k++) {
+		o[k] = obj_open(ct, be, key[k]);
+		CHECK(cachetier_obj_prefetch(o[k], CACHETIER_PF_COLD) == 0, "big: prefetch %d", k);
+	}
+	for (int k = 0; k < BIG_OBJS; k++) {
+		cached_wait(o[k], BIG_CHUNK, key[k]);
+		CHECK(prefetch_ended(o[k]), "big: prefetch %d did not end", k);
+	}
+	fills_idle(ct);
+	stats(ct, &st);
+	jobs = atomic_load(&ct->wr.dio.jobs_sub);
+	nbufs = atomic_load(&ct->wr.dio.jobs_bufs);
+	printf("big: %d fills at once: %llu jobs of %llu buffers, %llu direct writes, held at "
+	       "most %u, %llu jobs at the bound\n",
+	       BIG_OBJS, (unsigned long long)jobs, (unsigned long long)nbufs,
+	       (unsigned long long)atomic_load(&ct->wr.dio.writes),
+	       atomic_load(&ct->wr.dio.held_peak),
+	       (unsigned long long)atomic_load(&ct->wr.dio.held_flushes));
+	CHECK(nbufs == (uint64_t)BIG_OBJS * BIG_CHUNK / FILL_BUF_BYTES &&
+		  st.direct_bytes == (uint64_t)BIG_OBJS * BIG_CHUNK &&
+		  atomic_load(&ct->wr.dio.writes) == jobs &&
+		  jobs >= (uint64_t)BIG_OBJS * BIG_CHUNK / FILL_BUF_BYTES / CT_DIO_IOV,
+	      "big: %d fills: %llu jobs of %llu buffers, %llu direct writes, %llu bytes direct",
+	      BIG_OBJS, (unsigned long long)jobs, (unsigned long long)nbufs,
+	      (unsigned long long)atomic_load(&ct->wr.dio.writes),
+	      (unsigned long long)st.direct_bytes);
+	CHECK(atomic_load(&ct->wr.dio.held_peak) <= CT_DIO_HELD && ct->wr.dio.held == 0 &&
+		  !ct->wr.dio.pend,
+	      "big: %d fills: %u buffers held at most (bound %u), %u held idle", BIG_OBJS,
+	      atomic_load(&ct->wr.dio.held_peak), CT_DIO_HELD, ct->wr.dio.held);
+	CHECK(st.fill_errors == 0 && st.units_corrupt == 0 && st.fill_bufs_queued == 0,
+	      "big: %llu fill errors, %llu corrupt, %llu queued",
+	      (unsigned long long)st.fill_errors, (unsigned long long)st.units_corrupt,
+	      (unsigned long long)st.fill_bufs_queued);
+	for (int k = 0; k < BIG_OBJS; k++) {
+		CHECK(obj_exact(o[k], src[k], 0, BIG_CHUNK), "big: object %d's bytes", k);
+		cachetier_obj_unref(o[k]);
+	}
+	cachetier_close(ct);
+	backend_close(be);
+
+	be = fault_store(tmpdir, "fail_every=1&fail_after_bytes=1");
+	ct = tier_open(&cc, be);
+	for (int k = 0; k < BIG_OBJS; k++) {
+		o[k] = obj_open(ct, be, key[k]);
+		CHECK(obj_exact(o[k], src[k], 0, BIG_CHUNK), "big, reopened: object %d's bytes", k);
+		cachetier_obj_unref(o[k]);
+	}
+	stats(ct, &st);
+	CHECK(st.bytes_fetched == 0 && st.units_corrupt == 0,
+	      "big, reopened: %llu bytes fetched, %llu units corrupt",
+	      (unsigned long long)st.bytes_fetched, (unsigned long long)st.units_corrupt);
+	cachetier_close(ct);
+	backend_close(be);
+	for (int k = 0; k < BIG_OBJS; k++)
+		free(src[k]);
+}
+
 /* Which fills each --direct-fills mode writes direct: through a tier on
  * the disk, one object each prefetched as `shardfs prefetch` does
  * (CACHETIER_PF_COLD), as the warm (PF_FIT), as a reader's shards ahead
@@ -519,7 +664,7 @@ static void test_modes(uint64_t seed)
 		struct cachetier_config cc;
 		struct cachetier *ct;
 		struct cachetier_stats st;
-		uint64_t before = 0;
+		uint64_t before = 0, wbefore = 0;
 		char path[600];
 
 		snprintf(path, sizeof(path), "%s/modes-%s", tmpdir, names[m]);
@@ -546,6 +691,12 @@ static void test_modes(uint64_t seed)
 			      (unsigned long long)(st.direct_bytes - before),
 			      direct[m][k] ? 20u * T_UNIT : 0);
 			before = st.direct_bytes;
+			/* a job a run: 3 pwritevs (8, 8, 4 units and 5 bytes) */
+			CHECK(atomic_load(&ct->wr.dio.writes) - wbefore == (direct[m][k] ? 3u : 0u),
+			      "modes %s: %s: %llu direct writes, want %u", names[m], keys[k],
+			      (unsigned long long)(atomic_load(&ct->wr.dio.writes) - wbefore),
+			      direct[m][k] ? 3u : 0u);
+			wbefore = atomic_load(&ct->wr.dio.writes);
 			CHECK(obj_exact(o, src[k], 0, T_SIZE), "modes %s: %s: the bytes", names[m],
 			      keys[k]);
 			cachetier_obj_unref(o);
@@ -579,6 +730,7 @@ int main(void)
 	test_inflight(seed);
 	test_tier(seed);
 	test_modes(seed);
+	test_big(seed);
 	for (int k = 0; k < CT_WRITEV_MAX; k++)
 		free(bufs[k]);
 	free(want);
