@@ -28,7 +28,7 @@
  * and refused direct writes forced (below). The fill writer's jobs of held
  * buffers (cachetier_write.c, dio_hold): test_tier and test_modes count a
  * job and a direct pwritev a run exactly; test_big (below) a 16 MiB fill
- * in exactly 8 jobs of CT_DIO_IOV buffers, and 10 fills at once within
+ * in exactly 8 jobs of CT_DIO_IOV buffers, and 20 fills at once within
  * CT_DIO_HELD held buffers.
  */
 #include <errno.h>
@@ -521,13 +521,15 @@ static void test_tier(uint64_t seed)
  * unit or holds 128 KiB). One object of a chunk prefetched by one fill
  * thread: its 128 buffers written direct in 8 jobs of CT_DIO_IOV (16) buffers,
  * 8 pwritevs of 2 MiB (at most 4 buffers a batch, one batch's, before
- * them: at least 32). Then BIG_OBJS objects prefetched at once by as many
- * fill threads: the writer holds at most CT_DIO_HELD buffers (its peak),
+ * them: at least 32). Then 20 objects of 2 MiB (16 buffers each)
+ * prefetched at once by as many fill threads: the writer holds at most
+ * CT_DIO_HELD buffers (its peak),
  * every buffer goes direct in some job (jobs' buffers, bytes direct
  * exact), none held once idle, and every byte and stored CRC32C exact (a
  * tier reopened over a store that fails every read). */
 #define BIG_CHUNK (16u << 20)
-#define BIG_OBJS  10
+#define BIG_SIZE  (2u << 20)
+#define BIG_OBJS  21 /* big0.tar of a chunk, then 20 of BIG_SIZE at once */
 
 static void test_big(uint64_t seed)
 {
@@ -544,7 +546,7 @@ static void test_big(uint64_t seed)
 
 	for (int k = 0; k < BIG_OBJS; k++) {
 		snprintf(key[k], sizeof(key[k]), "big%d.tar", k);
-		src[k] = src_object(tmpdir, key[k], BIG_CHUNK, &s);
+		src[k] = src_object(tmpdir, key[k], k ? BIG_SIZE : BIG_CHUNK, &s);
 	}
 	be = fault_store(tmpdir, "async=1");
 	snprintf(path, sizeof(path), "%s/big", tmpdir);
@@ -584,12 +586,12 @@ static void test_big(uint64_t seed)
 	cc.readahead_max_bytes = BIG_CHUNK;
 	cc.direct_fills = CACHETIER_DIRECT_AUTO;
 	ct = tier_open(&cc, be);
-	for (int k = 0; k < BIG_OBJS; k++) {
+	for (int k = 1; k < BIG_OBJS; k++) {
 		o[k] = obj_open(ct, be, key[k]);
 		CHECK(cachetier_obj_prefetch(o[k], CACHETIER_PF_COLD) == 0, "big: prefetch %d", k);
 	}
-	for (int k = 0; k < BIG_OBJS; k++) {
-		cached_wait(o[k], BIG_CHUNK, key[k]);
+	for (int k = 1; k < BIG_OBJS; k++) {
+		cached_wait(o[k], BIG_SIZE, key[k]);
 		CHECK(prefetch_ended(o[k]), "big: prefetch %d did not end", k);
 	}
 	fills_idle(ct);
@@ -598,28 +600,28 @@ static void test_big(uint64_t seed)
 	nbufs = atomic_load(&ct->wr.dio.jobs_bufs);
 	printf("big: %d fills at once: %llu jobs of %llu buffers, %llu direct writes, held at "
 	       "most %u, %llu jobs at the bound\n",
-	       BIG_OBJS, (unsigned long long)jobs, (unsigned long long)nbufs,
+	       BIG_OBJS - 1, (unsigned long long)jobs, (unsigned long long)nbufs,
 	       (unsigned long long)atomic_load(&ct->wr.dio.writes),
 	       atomic_load(&ct->wr.dio.held_peak),
 	       (unsigned long long)atomic_load(&ct->wr.dio.held_flushes));
-	CHECK(nbufs == (uint64_t)BIG_OBJS * BIG_CHUNK / FILL_BUF_BYTES &&
-		  st.direct_bytes == (uint64_t)BIG_OBJS * BIG_CHUNK &&
+	CHECK(nbufs == (uint64_t)(BIG_OBJS - 1) * BIG_SIZE / FILL_BUF_BYTES &&
+		  st.direct_bytes == (uint64_t)(BIG_OBJS - 1) * BIG_SIZE &&
 		  atomic_load(&ct->wr.dio.writes) == jobs &&
-		  jobs >= (uint64_t)BIG_OBJS * BIG_CHUNK / FILL_BUF_BYTES / CT_DIO_IOV,
+		  jobs >= (uint64_t)(BIG_OBJS - 1) * BIG_SIZE / FILL_BUF_BYTES / CT_DIO_IOV,
 	      "big: %d fills: %llu jobs of %llu buffers, %llu direct writes, %llu bytes direct",
-	      BIG_OBJS, (unsigned long long)jobs, (unsigned long long)nbufs,
+	      BIG_OBJS - 1, (unsigned long long)jobs, (unsigned long long)nbufs,
 	      (unsigned long long)atomic_load(&ct->wr.dio.writes),
 	      (unsigned long long)st.direct_bytes);
 	CHECK(atomic_load(&ct->wr.dio.held_peak) <= CT_DIO_HELD && ct->wr.dio.held == 0 &&
 		  !ct->wr.dio.pend,
-	      "big: %d fills: %u buffers held at most (bound %u), %u held idle", BIG_OBJS,
+	      "big: %d fills: %u buffers held at most (bound %u), %u held idle", BIG_OBJS - 1,
 	      atomic_load(&ct->wr.dio.held_peak), CT_DIO_HELD, ct->wr.dio.held);
 	CHECK(st.fill_errors == 0 && st.units_corrupt == 0 && st.fill_bufs_queued == 0,
 	      "big: %llu fill errors, %llu corrupt, %llu queued",
 	      (unsigned long long)st.fill_errors, (unsigned long long)st.units_corrupt,
 	      (unsigned long long)st.fill_bufs_queued);
-	for (int k = 0; k < BIG_OBJS; k++) {
-		CHECK(obj_exact(o[k], src[k], 0, BIG_CHUNK), "big: object %d's bytes", k);
+	for (int k = 1; k < BIG_OBJS; k++) {
+		CHECK(obj_exact(o[k], src[k], 0, BIG_SIZE), "big: object %d's bytes", k);
 		cachetier_obj_unref(o[k]);
 	}
 	cachetier_close(ct);
@@ -627,9 +629,9 @@ static void test_big(uint64_t seed)
 
 	be = fault_store(tmpdir, "fail_every=1&fail_after_bytes=1");
 	ct = tier_open(&cc, be);
-	for (int k = 0; k < BIG_OBJS; k++) {
+	for (int k = 1; k < BIG_OBJS; k++) {
 		o[k] = obj_open(ct, be, key[k]);
-		CHECK(obj_exact(o[k], src[k], 0, BIG_CHUNK), "big, reopened: object %d's bytes", k);
+		CHECK(obj_exact(o[k], src[k], 0, BIG_SIZE), "big, reopened: object %d's bytes", k);
 		cachetier_obj_unref(o[k]);
 	}
 	stats(ct, &st);
