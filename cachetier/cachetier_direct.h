@@ -97,6 +97,7 @@ struct ct_dio {
 	atomic_ullong jobs_sub, jobs_bufs;
 	atomic_uint held_peak;
 	atomic_ullong held_flushes;
+	unsigned held_max; /* tests: the bound in place of CT_DIO_HELD (0: it), set before a fill */
 };
 
 /* The pool's threads started (up to CT_DIO_THREADS; none started: each

@@ -345,9 +345,11 @@ static void dio_hold(struct cachetier *ct, struct ct_slot *slot, struct fill_buf
 	struct ct_dio *d = &ct->wr.dio;
 	struct ct_fill *fl = slot->fill;
 
+	unsigned bound = d->held_max ? d->held_max : CT_DIO_HELD;
+
 	if (fl->dpn && fl->dend != b->off)
 		dio_flush(ct, slot); /* not the next bytes (never in a run): a job of its own */
-	while (d->held >= CT_DIO_HELD) {
+	while (d->held >= bound) {
 		if (!cachetier__dio_oldest(d)) {
 			struct ct_slot *big = d->pend;
 

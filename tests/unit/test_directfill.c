@@ -28,8 +28,9 @@
  * and refused direct writes forced (below). The fill writer's jobs of held
  * buffers (cachetier_write.c, dio_hold): test_tier and test_modes count a
  * job and a direct pwritev a run exactly; test_big (below) a 16 MiB fill
- * in exactly 8 jobs of CT_DIO_IOV buffers, and 20 fills at once within
- * CT_DIO_HELD held buffers.
+ * in exactly 8 jobs of CT_DIO_IOV buffers, one at a bound of 8 held
+ * buffers in 16 jobs of 8, and 20 fills at once within CT_DIO_HELD held
+ * buffers.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -534,8 +535,8 @@ static void test_tier(uint64_t seed)
 static void test_big(uint64_t seed)
 {
 	uint64_t s = seed * 2654435761u + 31;
-	unsigned char *src[BIG_OBJS];
-	char key[BIG_OBJS][32];
+	unsigned char *src[BIG_OBJS + 1], *srcb;
+	char key[BIG_OBJS + 1][32], *keyb = key[BIG_OBJS];
 	struct cachetier_obj *o[BIG_OBJS];
 	struct cachetier_config cc;
 	struct cachetier_stats st;
@@ -544,10 +545,11 @@ static void test_big(uint64_t seed)
 	char path[600];
 	uint64_t jobs, nbufs;
 
-	for (int k = 0; k < BIG_OBJS; k++) {
+	for (int k = 0; k <= BIG_OBJS; k++) { /* the last: the bound's */
 		snprintf(key[k], sizeof(key[k]), "big%d.tar", k);
-		src[k] = src_object(tmpdir, key[k], k ? BIG_SIZE : BIG_CHUNK, &s);
+		src[k] = src_object(tmpdir, key[k], k && k < BIG_OBJS ? BIG_SIZE : BIG_CHUNK, &s);
 	}
+	srcb = src[BIG_OBJS];
 	be = fault_store(tmpdir, "async=1");
 	snprintf(path, sizeof(path), "%s/big", tmpdir);
 	tier_config(&cc, path, 1ull << 30, 1, BIG_CHUNK);
@@ -578,6 +580,37 @@ static void test_big(uint64_t seed)
 	      (unsigned long long)st.direct_bytes, BIG_CHUNK / FILL_BUF_BYTES / CT_DIO_IOV,
 	      BIG_CHUNK / FILL_BUF_BYTES, BIG_CHUNK / FILL_BUF_BYTES / CT_DIO_IOV, BIG_CHUNK);
 	CHECK(obj_exact(o[0], src[0], 0, BIG_CHUNK), "big: one fill: the bytes");
+	cachetier_obj_unref(o[0]);
+
+	/* the bound's other path: held at a bound of 8 (ct_dio.held_max) with no
+	 * job in flight (each batch reaps its jobs), the fill with the most
+	 * pending (the one) submitted at once: 16 jobs of 8 buffers, 15 of them
+	 * at the bound, the last at the run's end */
+	ct->wr.dio.held_max = 8;
+	atomic_store(&ct->wr.dio.held_peak, 0);
+	jobs = atomic_load(&ct->wr.dio.jobs_sub);
+	nbufs = atomic_load(&ct->wr.dio.jobs_bufs);
+	o[0] = obj_open(ct, be, keyb);
+	CHECK(cachetier_obj_prefetch(o[0], CACHETIER_PF_COLD) == 0, "big: bound: prefetch");
+	cached_wait(o[0], BIG_CHUNK, keyb);
+	CHECK(prefetch_ended(o[0]), "big: bound: prefetch did not end");
+	fills_idle(ct);
+	printf("big: held at most 8: %llu jobs of %llu buffers, %llu at the bound, peak %u\n",
+	       (unsigned long long)(atomic_load(&ct->wr.dio.jobs_sub) - jobs),
+	       (unsigned long long)(atomic_load(&ct->wr.dio.jobs_bufs) - nbufs),
+	       (unsigned long long)atomic_load(&ct->wr.dio.held_flushes),
+	       atomic_load(&ct->wr.dio.held_peak));
+	CHECK(atomic_load(&ct->wr.dio.jobs_sub) - jobs == 16 &&
+		  atomic_load(&ct->wr.dio.jobs_bufs) - nbufs == 128 &&
+		  atomic_load(&ct->wr.dio.held_flushes) == 15 &&
+		  atomic_load(&ct->wr.dio.held_peak) == 8 && ct->wr.dio.held == 0,
+	      "big: held at most 8: %llu jobs of %llu buffers, %llu at the bound, peak %u, %u "
+	      "held; want 16 of 128, 15, 8, 0",
+	      (unsigned long long)(atomic_load(&ct->wr.dio.jobs_sub) - jobs),
+	      (unsigned long long)(atomic_load(&ct->wr.dio.jobs_bufs) - nbufs),
+	      (unsigned long long)atomic_load(&ct->wr.dio.held_flushes),
+	      atomic_load(&ct->wr.dio.held_peak), ct->wr.dio.held);
+	CHECK(obj_exact(o[0], srcb, 0, BIG_CHUNK), "big: bound: the bytes");
 	cachetier_obj_unref(o[0]);
 	cachetier_close(ct);
 
@@ -640,7 +673,7 @@ static void test_big(uint64_t seed)
 	      (unsigned long long)st.bytes_fetched, (unsigned long long)st.units_corrupt);
 	cachetier_close(ct);
 	backend_close(be);
-	for (int k = 0; k < BIG_OBJS; k++)
+	for (int k = 0; k <= BIG_OBJS; k++)
 		free(src[k]);
 }
 
