@@ -21,7 +21,11 @@ pass, 1 fail, 77 skip (no usable /dev/fuse).
 
 libfuse may start a spare worker beyond --threads now and then: it answers B (ESTALE) before
 the signal and the scenario is not reached; the test then tries again on a mount of its own
-(at most 5 tries; 2 of about 40 runs needed a second).
+(at most 5 tries; 2 of about 40 runs needed a second). Likewise when the stop empties the
+notifier's queue before the notifier, freed from A's pages by the cancel, takes member 1 (no
+line of the stop's answers, B ended by the unmount): a race the scheduler decides
+after the signal, lost now and then on a busy machine (once in a run of the suite two tests at
+a time).
 """
 
 import sys
@@ -143,9 +147,18 @@ def run(env, ck):
         seen = attempt(env, k)
         # ESTALE: a spare worker libfuse started answered B before the signal (the changed
         # shard's member); the scenario was not reached: again, on a mount of its own
-        if seen.get('b') != errno.ESTALE:
-            break
-        log('attempt %d: B was answered before the stop (ESTALE): again' % k)
+        if seen.get('b') == errno.ESTALE:
+            log('attempt %d: B was answered before the stop (ESTALE): again' % k)
+            continue
+        # no answer by the stop (B ended by the unmount): the stop emptied the notifier's
+        # queue before the notifier, freed from A's pages, took member 1's invalidation (a
+        # race the scheduler decides after the signal: a busy machine loses it now and
+        # then); the notifier never waited for B: again, on a mount of its own
+        if seen.get('notifier') is not None and not seen['said']:
+            log('attempt %d: the stop emptied the queue before the notifier took B\'s '
+                'member: again' % k)
+            continue
+        break
     ck.ok(seen['notifier'] is not None, 'the daemon has a thread shardfs-notify')
     if seen['notifier'] is None:
         return
