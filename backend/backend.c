@@ -502,11 +502,10 @@ out:
 	return ret;
 }
 
-int backend_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
-		       backend_batch_sink_cb cb, void *arg, int *err)
+/* The items of a batch, checked alike for the blocking and the submitted form: each key a valid
+ * one, each span non-empty and within an off_t. 0 or the first item's error. */
+static int batch_items_check(const struct backend_batch_item *items, size_t n)
 {
-	if (!be->ops->batch_read)
-		return -EOPNOTSUPP;
 	for (size_t i = 0; i < n; i++) {
 		int e = backend__key_check(items[i].key);
 
@@ -515,6 +514,19 @@ int backend_batch_read(struct backend *be, const struct backend_batch_item *item
 		if (items[i].len == 0 || items[i].len > INT64_MAX || items[i].off > INT64_MAX)
 			return -EINVAL;
 	}
+	return 0;
+}
+
+int backend_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
+		       backend_batch_sink_cb cb, void *arg, int *err)
+{
+	int e;
+
+	if (!be->ops->batch_read)
+		return -EOPNOTSUPP;
+	e = batch_items_check(items, n);
+	if (e < 0)
+		return e;
 	return n ? be->ops->batch_read(be, items, n, cb, arg, err) : 0;
 }
 
@@ -522,16 +534,13 @@ int backend_batch_read_submit(struct backend *be, const struct backend_batch_ite
 			      backend_batch_sink_cb cb, void *arg, int *err,
 			      backend_batch_done_cb done, void *darg)
 {
+	int e;
+
 	if (!be->ops->batch_submit || n == 0)
 		return -EOPNOTSUPP;
-	for (size_t i = 0; i < n; i++) {
-		int e = backend__key_check(items[i].key);
-
-		if (e < 0)
-			return e;
-		if (items[i].len == 0 || items[i].len > INT64_MAX || items[i].off > INT64_MAX)
-			return -EINVAL;
-	}
+	e = batch_items_check(items, n);
+	if (e < 0)
+		return e;
 	return be->ops->batch_submit(be, items, n, cb, arg, err, done, darg);
 }
 

@@ -963,14 +963,12 @@ def held_window(ck, c, m, label, while_, held, others, st0, a0, over, release, m
            st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
 
 
-def case_stagehead(env, ck, c):
-    """'stage''s mount with the HEAD of one shard held at the stand-in (head_hold): the shard
-    whose last item of the window comes first in the plan's order (so it settles first, and
-    before each object's HEAD had a thread of its own the window thread waited in its HEAD while
-    the others settled). While it is held (the stand-in's held HEAD has not left), the other
-    two shards' HEADs reach the stand-in and their paths are read from the stage with exact
-    bytes; released, the held shard's paths are exact from the stage too. The reads run on a
-    thread of the test, bounded by the poll (20 s, less than the hold's 30 s)."""
+def held_first(ck, c, label, hold_attr, reached, while_, **more):
+    """stagehead's and stagefollow's setup: 'stage''s mount with the stand-in's `hold_attr`
+    (head_hold or redirect_hold) holding the hop of one shard's HEAD, the shard whose last item
+    of the window comes first in the plan's order (so it settles first); checked that the held
+    hop reached the stand-in (`reached`, what it is), then held_window's reads and counts
+    (`while_`, `more`: its words and arguments). The hold is let go whatever happens."""
     last = {}
     for i, x in enumerate(c.plan):
         last[x[1]] = i
@@ -979,18 +977,29 @@ def case_stagehead(env, ck, c):
             'left': threading.Event()}
     others = [x for x in c.plan if x[1] != held]
 
-    c.world.ais.head_hold = hold
+    setattr(c.world.ais, hold_attr, hold)
     try:
-        with stage_mount(c, 'stagehead') as m:
-            st0, a0 = c.publish(ck, m, 'stagehead')
-            ck.ok(ml.poll(hold['reached'].is_set),
-                  'stagehead: the held shard\'s HEAD reached the stand-in')
-            # the usual bound (the stand-in holds the HEAD for up to 120 s)
-            held_window(ck, c, m, 'stagehead', 'while the held HEAD lasts', held, others, st0,
-                        a0, lambda: hold['left'].is_set(), hold['go'])
+        with stage_mount(c, label) as m:
+            st0, a0 = c.publish(ck, m, label)
+            # the usual bound (the stand-in holds the hop for up to 120 s)
+            ck.ok(ml.poll(hold['reached'].is_set), '%s: %s' % (label, reached))
+            held_window(ck, c, m, label, while_, held, others, st0, a0,
+                        lambda: hold['left'].is_set(), hold['go'], **more)
     finally:
-        c.world.ais.head_hold = None
+        setattr(c.world.ais, hold_attr, None)
         hold['go'].set()
+
+
+def case_stagehead(env, ck, c):
+    """'stage''s mount with the HEAD of one shard held at the stand-in (head_hold): the shard
+    whose last item of the window comes first in the plan's order (so it settles first, and
+    before each object's HEAD had a thread of its own the window thread waited in its HEAD while
+    the others settled). While it is held (the stand-in's held HEAD has not left), the other
+    two shards' HEADs reach the stand-in and their paths are read from the stage with exact
+    bytes; released, the held shard's paths are exact from the stage too. The reads run on a
+    thread of the test, bounded by the poll (20 s, less than the hold's 30 s)."""
+    held_first(ck, c, 'stagehead', 'head_hold', 'the held shard\'s HEAD reached the stand-in',
+               'while the held HEAD lasts')
 
 
 def case_stagefollow(env, ck, c):
@@ -1003,26 +1012,9 @@ def case_stagefollow(env, ck, c):
     the other two shards' HEADs reach the target and their paths are read from the stage with
     exact bytes, none of the held shard's HEAD at the target; released, its HEAD goes and its
     paths are exact from the stage; 3 redirects in all, 1 thread (held_window's counts)."""
-    last = {}
-    for i, x in enumerate(c.plan):
-        last[x[1]] = i
-    held = min(last, key=last.get)
-    hold = {'match': PREFIX + held, 'reached': threading.Event(), 'go': threading.Event(),
-            'left': threading.Event()}
-    others = [x for x in c.plan if x[1] != held]
-
-    c.world.ais.redirect_hold = hold
-    try:
-        with stage_mount(c, 'stagefollow') as m:
-            st0, a0 = c.publish(ck, m, 'stagefollow')
-            ck.ok(ml.poll(hold['reached'].is_set),
-                  'stagefollow: the held shard\'s HEAD\'s 307 reached the proxy')
-            held_window(ck, c, m, 'stagefollow', 'while the 307 is held', held, others, st0,
-                        a0, lambda: hold['left'].is_set(), hold['go'],
-                        more=('head_redirects', NSHARDS), heads_while=NSHARDS - 1)
-    finally:
-        c.world.ais.redirect_hold = None
-        hold['go'].set()
+    held_first(ck, c, 'stagefollow', 'redirect_hold',
+               'the held shard\'s HEAD\'s 307 reached the proxy', 'while the 307 is held',
+               more=('head_redirects', NSHARDS), heads_while=NSHARDS - 1)
 
 
 def case_stageopen(env, ck, c):
