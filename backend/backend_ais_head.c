@@ -34,6 +34,16 @@
  * HEADs (cachetier_batchm.c) go so: no thread per HEAD.
  * backend__ais_head_drop_nowait likewise frees h at the endpoint's answer.
  *
+ * Every hop of these HEADs is a small request (backend_req.small): a
+ * version HEAD some item waits for is no body and one round trip, so it
+ * runs past 'connections' (up to 'max_connections'), as the reads a thread
+ * waits for do, never queued behind the GetBatch requests that hold the
+ * ordinary slots, and never holding one of them: sent as a request starts
+ * (a batch fill's one a HEAD group, a staged window's one an object),
+ * ordinary, they took the slots of the requests beside them, and at an
+ * epoch's head its first window's requests queued behind them (tests/
+ * bench/README.md, L9 batch10).
+ *
  * Threads: the caller's (any but the I/O thread); the endpoint's answer
  * is noted on the I/O thread (ahead_done); follow and drop wait for it,
  * bounded by the engine's retry budget and stall bound; the _submit and
@@ -124,6 +134,7 @@ struct backend_head_ahead *backend__ais_head_ahead(struct backend *be, const cha
 	}
 	atomic_init(&h->state, AH_RUNNING);
 	h->req.method = "HEAD";
+	h->req.small = 1; /* no ordinary slot taken or waited for (above) */
 	h->req.keep_redirect = 1;
 	h->req.on_done = ahead_done;
 	h->req.arg = h;
@@ -166,6 +177,7 @@ int backend__ais_head_follow(struct backend *be, struct backend_head_ahead *h, c
 		ahead_free(h);
 		return backend__os_stat(be, key, info);
 	}
+	r.small = 1;
 	err = backend_io_head(os->io, &r);
 	if (err == 0)
 		backend_io_head_info(info, key, &r);
@@ -201,6 +213,7 @@ static void follow_start(struct backend_head_ahead *h)
 
 	memset(&h->follow, 0, sizeof(h->follow));
 	h->follow.method = "HEAD";
+	h->follow.small = 1;
 	if (h->err == 0 && h->req.location) {
 		h->follow.url = h->req.location;
 	} else {
@@ -261,6 +274,7 @@ static int follow_make(void *arg, size_t i, unsigned slot, struct backend_req *r
 
 	(void)slot;
 	r->method = "HEAD";
+	r->small = 1;
 	r->url = x->h[x->at[i]]->req.location; /* as backend__ais_head_follow sends it */
 	return 0;
 }

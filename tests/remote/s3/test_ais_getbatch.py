@@ -110,6 +110,12 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            target, still 6 redirects (each kept one followed once), the mount's 6, none shared,
            the model's items and bytes, every path exact, no object GET or miss
            (cachetier_batch.c bt_ahead: a batch fill's HEAD costs the target's round trip only)
+  fillslot 'epoch''s mount with --connections 1 (one ordinary transfer at a time), the
+           proxy's 307 of one shard's first version HEAD held (redirect_hold): the HEADs' hops
+           are small requests, so the window's GetBatch request reaches the proxy and the
+           target while that hop is held (1 and 1; ordinary, it waited behind the held hop for
+           the one slot: 0 and 0); released, the model's HEADs, items and bytes, every path
+           exact, no object GET or miss (backend_ais_head.c: a HEAD hop takes no ordinary slot)
   filldirect 'epoch''s mount on a stand-in whose proxy answers HEADs itself (head_at_proxy):
            plan a (shard 0's paths) sends its 2 groups' HEADs ahead, answered at once, so each
            is sent whole again at its time (4 at the stand-in); plan b (the other shards) none
@@ -1152,6 +1158,63 @@ def case_fillahead(env, ck, c):
                st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
 
 
+def case_fillslot(env, ck, c):
+    """'epoch''s mount with --connections 1 (one ordinary transfer at a time: the window's
+    one GetBatch request), the proxy's 307 of one shard's first version HEAD held
+    (redirect_hold: a hop sent ahead as the request starts, bt_ahead): the HEADs' hops are
+    small requests (backend_ais_head.c), so the window's GetBatch request reaches the proxy
+    and the target while that hop is held (ordinary, the held hop took the one slot and the
+    request waited behind it: what held an epoch's first window); released, exact counts (the
+    model's HEADs, each through its own 307, the mount's, none shared; one request, its
+    items and bytes) and every path exact, no object GET or miss."""
+    items, nbytes, heads = model([(x[1], x[2], x[3]) for x in c.plan], c.sizes, heads=True)
+    hold = {'match': PREFIX + c.plan[0][1], 'reached': threading.Event(),
+            'go': threading.Event(), 'left': threading.Event()}
+    c.world.ais.redirect_hold = hold
+    try:
+        # --stall-timeout: the held hop is never given up while the test looks (given up,
+        # its slot is free and the request goes after that bound)
+        with c.mount(['--connections', '1', '--stall-timeout', '600']) as m:
+            st0, a0 = c.publish(ck, m, 'fillslot')
+            ck.ok(ml.poll(hold['reached'].is_set),
+                  'fillslot: a version HEAD\'s 307 held at the proxy')
+            # bounded: before, the request never went while the hop was held (poll's bound)
+            ml.poll(lambda: c.ais().get('moss_requests', 0) > a0.get('moss_requests', 0))
+            ah = c.ais()
+            ck.eq('fillslot: while a HEAD\'s 307 is held: the hop still held, GetBatch 307s at '
+                  'the proxy, requests at the target',
+                  (hold['left'].is_set(), ah.get('moss_redirects', 0) - a0.get('moss_redirects', 0),
+                   ah.get('moss_requests', 0) - a0.get('moss_requests', 0)), (False, 1, 1))
+            hold['go'].set()
+            st = settled(m, 'plan_batch_requests', 1,
+                         {'plan_fetch_paths': st0['plan_fetch_paths'] + len(c.plan),
+                          'plan_batch_heads': st0['plan_batch_heads'] + heads})
+            a1 = c.ais()
+            ck.eq('fillslot: HEADs at the target, HEADs redirected by the proxy, the mount\'s '
+                  'HEADs, shared',
+                  (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+                   a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
+                   st['plan_batch_heads'] - st0['plan_batch_heads'],
+                   st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
+                  (heads, heads, heads, 0))
+            ck.eq('fillslot: GetBatch requests (mount, stand-in), items, bytes kept',
+                  (st['plan_batch_requests'] - st0['plan_batch_requests'],
+                   a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
+                   st['plan_batch_items'] - st0['plan_batch_items'],
+                   st['plan_batch_bytes'] - st0['plan_batch_bytes']), (1, 1, items, nbytes))
+            c.read_all(ck, m, 'fillslot')
+            st2, a2 = m.stats(), c.ais()
+            ck.eq('fillslot: stale objects, failed items, object GETs, misses, read errors',
+                  (st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+                   st2['plan_batch_failed_items'] - st0['plan_batch_failed_items'],
+                   a2.get('redirects', 0) - a0.get('redirects', 0),
+                   st2['cache_misses'] - st0['cache_misses'],
+                   st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+    finally:
+        c.world.ais.redirect_hold = None
+        hold['go'].set()
+
+
 def direct_plans(ck, c, label, parts, mount):
     """`mount` (entered here, its shards listed) on a stand-in whose proxy answers HEADs itself
     (head_at_proxy), plans a then b of `parts` (name -> plan entries) published one after the
@@ -1260,6 +1323,7 @@ def run(env, ck):
         case_stagefollow(env, ck, c)
         case_stageahead(env, ck, c)
         case_fillahead(env, ck, c)
+        case_fillslot(env, ck, c)
         case_filldirect(env, ck, c)
         case_stagedirect(env, ck, c)
         case_stagesplit(env, ck, c)
