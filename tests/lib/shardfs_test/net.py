@@ -4,6 +4,7 @@ request handler bases (Handler; ObjectHandler, the hostile tests' object servers
 Python 3 stdlib."""
 
 import http.server
+import os
 import re
 import socket
 import socketserver
@@ -12,11 +13,58 @@ import threading
 import time
 
 
+# free_port's ports: below the kernel's ephemeral range (ip_local_port_range), so that no
+# connect() of any process is given one as its local port, and each held for the life of the
+# process that picked it by a lock on its byte of PORTS_LOCK (fcntl record locks end with the
+# process), so that two tests running at once (tests/run.sh runs two) never pick the same port
+# between one's pick and its server's bind.
+PORTS_LOCK = '/tmp/shardfs-test-ports.lock'
+PORTS_SPAN = 12000
+_ports_lock = threading.Lock()
+_ports_fd = None
+_ports_mine = set()
+
+
+def _port_range():
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        lo = 32768
+    lo = max(lo, 2048)
+    return max(1024, lo - PORTS_SPAN), lo
+
+
 def free_port():
-    """A port on 127.0.0.1 that nothing listens on now (the caller binds it soon after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 that nothing listens on now, that no other process of the tests
+    picked and still runs (PORTS_LOCK), and that no connect() is given as its own (below the
+    ephemeral range): the caller's server binds it soon after."""
+    global _ports_fd
+    import fcntl
+    import random
+    with _ports_lock:
+        if _ports_fd is None:
+            _ports_fd = os.open(PORTS_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        lo, hi = _port_range()
+        start = random.SystemRandom().randrange(lo, hi)
+        for i in range(hi - lo):
+            port = lo + (start - lo + i) % (hi - lo)
+            if port in _ports_mine:
+                continue
+            try:
+                fcntl.lockf(_ports_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port, os.SEEK_SET)
+            except OSError:
+                continue  # another test's process holds it
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(('127.0.0.1', port))
+                except OSError:
+                    fcntl.lockf(_ports_fd, fcntl.LOCK_UN, 1, port, os.SEEK_SET)
+                    continue  # something else of the machine has it
+            _ports_mine.add(port)
+            return port
+    raise OSError('no free port in %d-%d' % (lo, hi - 1))
 
 
 def wait_port(port, proc=None, timeout=30.0):
