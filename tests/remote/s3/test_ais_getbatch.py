@@ -1119,6 +1119,41 @@ def case_stageahead(env, ck, c):
                st['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
 
 
+def window_settled(ck, c, m, label, st0, a0, heads, items, nbytes):
+    """The checks of case label once the window's one GetBatch request may go (st0, a0: the
+    mount's and the stand-in's counters before): settled, the model's heads HEADs, each
+    through its own 307 at the proxy, the mount's, none shared; one request and one redirect,
+    its items and nbytes kept; then every path exact (read_all), no stale object, failed item,
+    object GET, miss or read error."""
+    st = settled(m, 'plan_batch_requests', 1,
+                 {'plan_fetch_paths': st0['plan_fetch_paths'] + len(c.plan),
+                  'plan_batch_heads': st0['plan_batch_heads'] + heads})
+    a1 = c.ais()
+    ck.eq('%s: HEADs at the target, HEADs redirected by the proxy (each kept redirect followed '
+          'once), the mount\'s HEADs, shared' % label,
+          (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+           a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
+           st['plan_batch_heads'] - st0['plan_batch_heads'],
+           st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
+          (heads, heads, heads, 0))
+    ck.eq('%s: GetBatch requests (mount, stand-in), GetBatch redirects, items, bytes kept'
+          % label,
+          (st['plan_batch_requests'] - st0['plan_batch_requests'],
+           a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
+           a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0),
+           st['plan_batch_items'] - st0['plan_batch_items'],
+           st['plan_batch_bytes'] - st0['plan_batch_bytes']),
+          (1, 1, 1, items, nbytes))
+    c.read_all(ck, m, label)
+    st2, a2 = m.stats(), c.ais()
+    ck.eq('%s: stale objects, failed items, object GETs, misses, read errors' % label,
+          (st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+           st2['plan_batch_failed_items'] - st0['plan_batch_failed_items'],
+           a2.get('redirects', 0) - a0.get('redirects', 0),
+           st2['cache_misses'] - st0['cache_misses'],
+           st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+
+
 def case_fillahead(env, ck, c):
     """'epoch''s mount (the window to the cache: a batch fill, the version rule's HEAD groups)
     with its one GetBatch answer held at the target before any byte (moss_hold): the first hop
@@ -1129,33 +1164,7 @@ def case_fillahead(env, ck, c):
     items, nbytes, heads = model([(x[1], x[2], x[3]) for x in c.plan], c.sizes, heads=True)
     with held_ahead(ck, c, c.mount(), 'fillahead', heads, ' (one a group)') as held:
         m, st0, a0 = held
-        st = settled(m, 'plan_batch_requests', 1,
-                     {'plan_fetch_paths': st0['plan_fetch_paths'] + len(c.plan),
-                      'plan_batch_heads': st0['plan_batch_heads'] + heads})
-        a1 = c.ais()
-        ck.eq('fillahead: HEADs at the target, HEADs redirected by the proxy (each kept '
-              'redirect followed once), the mount\'s HEADs, shared',
-              (a1.get('s3_head', 0) - a0.get('s3_head', 0),
-               a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
-               st['plan_batch_heads'] - st0['plan_batch_heads'],
-               st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
-              (heads, heads, heads, 0))
-        ck.eq('fillahead: GetBatch requests (mount, stand-in), GetBatch redirects, items, '
-              'bytes kept',
-              (st['plan_batch_requests'] - st0['plan_batch_requests'],
-               a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
-               a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0),
-               st['plan_batch_items'] - st0['plan_batch_items'],
-               st['plan_batch_bytes'] - st0['plan_batch_bytes']),
-              (1, 1, 1, items, nbytes))
-        c.read_all(ck, m, 'fillahead')
-        st2, a2 = m.stats(), c.ais()
-        ck.eq('fillahead: stale objects, failed items, object GETs, misses, read errors',
-              (st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
-               st2['plan_batch_failed_items'] - st0['plan_batch_failed_items'],
-               a2.get('redirects', 0) - a0.get('redirects', 0),
-               st2['cache_misses'] - st0['cache_misses'],
-               st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+        window_settled(ck, c, m, 'fillahead', st0, a0, heads, items, nbytes)
 
 
 def case_fillslot(env, ck, c):
@@ -1186,30 +1195,7 @@ def case_fillslot(env, ck, c):
                   (hold['left'].is_set(), ah.get('moss_redirects', 0) - a0.get('moss_redirects', 0),
                    ah.get('moss_requests', 0) - a0.get('moss_requests', 0)), (False, 1, 1))
             hold['go'].set()
-            st = settled(m, 'plan_batch_requests', 1,
-                         {'plan_fetch_paths': st0['plan_fetch_paths'] + len(c.plan),
-                          'plan_batch_heads': st0['plan_batch_heads'] + heads})
-            a1 = c.ais()
-            ck.eq('fillslot: HEADs at the target, HEADs redirected by the proxy, the mount\'s '
-                  'HEADs, shared',
-                  (a1.get('s3_head', 0) - a0.get('s3_head', 0),
-                   a1.get('head_redirects', 0) - a0.get('head_redirects', 0),
-                   st['plan_batch_heads'] - st0['plan_batch_heads'],
-                   st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
-                  (heads, heads, heads, 0))
-            ck.eq('fillslot: GetBatch requests (mount, stand-in), items, bytes kept',
-                  (st['plan_batch_requests'] - st0['plan_batch_requests'],
-                   a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
-                   st['plan_batch_items'] - st0['plan_batch_items'],
-                   st['plan_batch_bytes'] - st0['plan_batch_bytes']), (1, 1, items, nbytes))
-            c.read_all(ck, m, 'fillslot')
-            st2, a2 = m.stats(), c.ais()
-            ck.eq('fillslot: stale objects, failed items, object GETs, misses, read errors',
-                  (st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
-                   st2['plan_batch_failed_items'] - st0['plan_batch_failed_items'],
-                   a2.get('redirects', 0) - a0.get('redirects', 0),
-                   st2['cache_misses'] - st0['cache_misses'],
-                   st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+            window_settled(ck, c, m, 'fillslot', st0, a0, heads, items, nbytes)
     finally:
         c.world.ais.redirect_hold = None
         hold['go'].set()
