@@ -541,18 +541,15 @@ KILL_WAIT = 10  # seconds a SIGKILLed daemon may take to exit (and close its /de
 
 def kill_daemon(env, pid, sig):
     """Send sig to a daemon on purpose: its death by sig is then no failure of the test.
-    SIGKILL: return once the process has exited (its pidfd readable; at most KILL_WAIT s, else
+    SIGKILL: return once the process has exited (sigkill_and_wait: at most KILL_WAIT s, else
     RuntimeError), so what the test does next meets a mount whose daemon is gone, never one
     still dying (whose in-flight requests end ECONNABORTED, not ENOTCONN)."""
     env.expected_ends[pid] = sig
-    fd = os.pidfd_open(pid) if sig == signal.SIGKILL else -1
-    try:
-        os.kill(pid, sig)
-        if fd >= 0 and not select.select([fd], [], [], KILL_WAIT)[0]:
-            raise RuntimeError('daemon %d still runs %d s after SIGKILL' % (pid, KILL_WAIT))
-    finally:
-        if fd >= 0:
-            os.close(fd)
+    if sig != signal.SIGKILL:
+        os.kill(pid, sig)  # the caller waits for the end it asked for (a stop has its own bound)
+        return
+    if sigkill_and_wait([pid])[1]:
+        raise RuntimeError('daemon %d still runs %d s after SIGKILL' % (pid, KILL_WAIT))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -763,8 +760,9 @@ def mount_error(ck, label, m):
 def sigkill_and_wait(pids, timeout=KILL_WAIT):
     """SIGKILL each of pids and return once every one has exited (its pidfd readable, so its
     files, /dev/fuse among them, are closed), at most timeout seconds (then a log line names
-    those still there): what a caller does next never meets a process still dying. Returns the
-    pids signalled (those not gone already)."""
+    those still there): what a caller does next never meets a process still dying. Returns
+    (the pids signalled, those not gone already; those of them that outlived timeout), both
+    sorted."""
     fds = {}
     for p in pids:
         try:
@@ -786,7 +784,7 @@ def sigkill_and_wait(pids, timeout=KILL_WAIT):
         left = {p: fd for p, fd in left.items() if fd not in ready}
     for fd in fds.values():
         os.close(fd)
-    return sorted(fds)
+    return sorted(fds), sorted(left)
 
 
 def kill_pids(pids, grace=5.0):
@@ -799,7 +797,7 @@ def kill_pids(pids, grace=5.0):
     left = [p for p in live if pid_alive(p)]
     for p in left:
         log('killing leftover daemon pid %d' % p)
-    return sigkill_and_wait(left)
+    return sigkill_and_wait(left)[0]
 
 
 class Watchdog:
