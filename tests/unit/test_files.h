@@ -2,8 +2,8 @@
  * test_files.h — the file helpers of the unit tests that build trees on
  * disk and look at what a tool left there (test_sidecarat.c,
  * test_packat.c): a failure that ends the program, a file written whole,
- * a file read back, and a seeded run's start and end (its seed, its temp
- * directory kept when a check failed). One test program is one translation
+ * a file read back, and a seeded run of rounds (its seed, its generator,
+ * its temp directory, kept when a check failed). One test program is one translation
  * unit: every helper is static inline. Include after check.h.
  */
 #ifndef SHARDFS_TEST_FILES_H
@@ -73,6 +73,28 @@ static inline int trees_done(const char *name, const char *dir, uint64_t seed)
 			fprintf(stderr, "could not remove %s\n", dir);
 	}
 	return check_summary(name);
+}
+
+/* the seeded run's state (one test program is one translation unit): its
+ * generator, seeded by test_rounds_main, and the temp directory its trees
+ * are made below */
+static uint64_t rng;
+static char tmp[64];
+
+/* main of test name: rounds calls of run (round 0 up) below a new temp
+ * directory tmp, rng seeded from TEST_SEED (else CI's seed); trees_done's
+ * status */
+static inline int test_rounds_main(const char *name, int rounds, void (*run)(int round))
+{
+	uint64_t seed = test_seed(20261203u); /* fixed in CI */
+
+	rng = seed * 2654435761u + 1;
+	snprintf(tmp, sizeof(tmp), "/tmp/test_%s.XXXXXX", name);
+	if (!mkdtemp(tmp))
+		die("mkdtemp");
+	for (int round = 0; round < rounds; round++)
+		run(round);
+	return trees_done(name, tmp, seed);
 }
 
 #endif

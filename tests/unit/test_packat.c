@@ -46,9 +46,6 @@
 #define TMP_SEQS 512 /* more than the temp files of every round together */
 #define VICTIM	 "victim bytes: never to be written\n"
 
-static uint64_t rng;
-static char tmp[] = "/tmp/test_packat.XXXXXX";
-
 static char how;	    /* this round's change: 'o', 't', 'l', 's' */
 static int k;		    /* at shard k */
 static int nbuilt, nlooked; /* shards begun, identities looked at */
@@ -264,12 +261,5 @@ static void round_run(int round)
 
 int main(void)
 {
-	uint64_t seed = test_seed(20261203u); /* fixed in CI */
-
-	rng = seed * 2654435761u + 1;
-	if (!mkdtemp(tmp))
-		die("mkdtemp");
-	for (int round = 0; round < ROUNDS; round++)
-		round_run(round);
-	return trees_done("packat", tmp, seed);
+	return test_rounds_main("packat", ROUNDS, round_run);
 }

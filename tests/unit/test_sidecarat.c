@@ -44,9 +44,6 @@
 #define NSHARDS 12
 #define VICTIM	"victim bytes: never to be written\n"
 
-static uint64_t rng;
-static char tmp[] = "/tmp/test_sidecarat.XXXXXX";
-
 /* what each shard's sidecar met (the say callback), by the shard's key */
 struct shard {
 	char key[256];
@@ -279,12 +276,5 @@ static void round_run(int round)
 
 int main(void)
 {
-	uint64_t seed = test_seed(20261203u); /* fixed in CI */
-
-	rng = seed * 2654435761u + 1;
-	if (!mkdtemp(tmp))
-		die("mkdtemp");
-	for (int round = 0; round < ROUNDS; round++)
-		round_run(round);
-	return trees_done("sidecarat", tmp, seed);
+	return test_rounds_main("sidecarat", ROUNDS, round_run);
 }
