@@ -373,6 +373,20 @@ static int add_sample(const struct pk *p, struct archive *a, const struct fs_pac
 	return err;
 }
 
+/* Shard no's path, PREFIX-NNNNNN and the codec's extension, made in path
+ * (for messages); returns its name at p->outfd, the same text after
+ * PREFIX's directory (p->base), or NULL when that name is longer than
+ * NAME_MAX or the path than PATH_MAX. */
+static const char *shard_path(const struct pk *p, size_t no, char path[PATH_MAX])
+{
+	int n = snprintf(path, PATH_MAX, "%s-%06zu%s", p->prefix, no, shard_ext(p));
+	const char *name = path + (p->base - p->prefix);
+
+	if (n < 0 || n >= PATH_MAX || strlen(name) > NAME_MAX)
+		return NULL;
+	return name;
+}
+
 /* Shard no (samples first .. first + n) written as NAME (the prefix's base
  * name, the number, the codec's extension) in the output directory open at
  * p->outfd, with its sidecar NAME.idx: every file is made there under a
@@ -381,17 +395,16 @@ static int add_sample(const struct pk *p, struct archive *a, const struct fs_pac
  * directory swapped for a link meanwhile changes nothing outside it. */
 static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 {
-	char path[PATH_MAX], name[NAME_MAX + 1], rawname[NAME_MAX + 8], idx[NAME_MAX + 8];
+	char path[PATH_MAX], rawname[NAME_MAX + 8], idx[NAME_MAX + 8];
 	char tmp[PATH_MAX], raw[PATH_MAX];
+	const char *name = shard_path(p, no, path);
 	struct pk_out o = {.fd = -1};
 	struct archive *a = archive_write_new();
 	struct shardidx *ix = NULL;
 	struct fs_sidecar_id sid;
 	int fd = -1, rawfd = -1, err = 0;
 
-	snprintf(path, sizeof(path), "%s-%06u%s", p->prefix, no, shard_ext(p));
-	if (snprintf(name, sizeof(name), "%s-%06u%s", p->base, no, shard_ext(p)) >=
-	    (int)sizeof(name)) {
+	if (!name) {
 		err = -ENAMETOOLONG;
 		goto out;
 	}
@@ -568,13 +581,13 @@ int fs_pack_main(int argc, char **argv)
 	}
 	if (!p.force) {
 		for (size_t i = 0; i < pl->nshards; i++) {
-			char path[PATH_MAX], name[NAME_MAX + 1];
+			char path[PATH_MAX];
+			const char *name = shard_path(&p, i, path);
 			struct stat st;
 
-			snprintf(path, sizeof(path), "%s-%06zu%s", p.prefix, i, shard_ext(&p));
-			snprintf(name, sizeof(name), "%s-%06zu%s", p.base, i, shard_ext(&p));
-			/* anything at the name, a dangling link too */
-			if (fstatat(p.outfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			/* anything at the name, a dangling link too (a name too
+			 * long is write_shard's error) */
+			if (name && fstatat(p.outfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 				fprintf(stderr,
 					"shardfs: pack: %s exists (use --force to overwrite)\n",
 					FS_Q(path));
