@@ -40,6 +40,7 @@ import shardfs as sp  # noqa: E402
 from shardfs_test import linkemu  # noqa: E402
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
+from shardfs_test.stagedata import read_or_errno  # noqa: E402
 
 NSHARDS, PER_SHARD = 6, 12
 SIZES = (100, 4096, 30000, 150000, 400000)
@@ -82,14 +83,6 @@ def make_source(env, src, rng):
     plan = sorted(x for x in want if x[1].endswith('.jpg'))
     rng.shuffle(plan)
     return plan, want, layout
-
-
-def read_or_errno(path):
-    try:
-        with open(path, 'rb') as f:
-            return f.read()
-    except OSError as e:
-        return e.errno
 
 
 def classify(mnt, plan, want):
