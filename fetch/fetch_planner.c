@@ -416,12 +416,6 @@ static int pfx_span_memable_in(struct fetch_planner *pl, const struct pfx_buf *b
 	return 0;
 }
 
-static int pfx_span_memable(struct fetch_planner *pl, const struct pfx_buf *b,
-			    const struct pfx_span *sp)
-{
-	return pfx_span_memable_in(pl, b, sp, NULL, NULL);
-}
-
 /* Whether the rule gives span sp to the store (fetch__rules_stage: its bytes
  * within *room, the cache's room less the spans of this batch given to it
  * before, or all cached already; *room then less its bytes), not the stage. */
@@ -458,21 +452,6 @@ static int pfx_span_add(struct fetch_planner *pl, struct pfx_buf *b, const struc
 		return 0;
 	pfx_span_count(pl, b, sp);
 	return 1;
-}
-
-/* Span sp of plan s (its position now: position) into the stage when the
- * rule says its bytes are not the cache's (pfx_span_store: more than
- * *room, the cache's room less the spans of this batch given to it before;
- * a span that goes to the store takes its bytes from *room). read, ctx:
- * the read into memory (NULL: the store's ranged one; a GetBatch window's:
- * pfx_getbatch_staged). 1: staged. */
-static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const struct pfx_span *sp,
-			  const struct pfx_plan *s, uint32_t position, uint64_t *room,
-			  fetch_stage_read_fn read, void *ctx)
-{
-	if (!pfx_span_memable(pl, b, sp) || pfx_span_store(sp, room))
-		return 0; /* the store's: no stage memory taken for a read it refuses */
-	return pfx_span_add(pl, b, sp, s, position, read, ctx);
 }
 
 /* Where each span of a batch (b->sp[0..ns), in plan order) goes
@@ -545,7 +524,7 @@ static int pfx_add(struct pfx_buf *b, const struct fetch_plan_extent *x, uint32_
 /* Hand the batch of plan s (its position now: position) to the cache
  * tier: its pieces grouped into spans (pfx_spans), the spans in the order
  * of their first planned extent; with a stage, each span the cache could
- * keep only by evicting goes to the stage instead (pfx_span_stage). */
+ * keep only by evicting goes to the stage instead (pfx_dest). */
 static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap,
 		      const struct pfx_plan *s, uint32_t position)
 {
@@ -632,12 +611,18 @@ static int piece_plan_cmp(const void *a, const void *b)
 /* A GetBatch window of plan s (its position now: position) with a stage:
  * grouped into spans as a ranged window is (pfx_spans), each span the
  * cache could keep only by evicting goes to the stage as a ranged span
- * does (pfx_span_stage, the same rule), its bytes read with GetBatch into
- * the stage's memory (fetch__batch_mem_run: cachetier_batch_read_mem, the
- * version rule of the batch fills; nothing written to the cache, nothing
- * evicted); the other spans' pieces, in plan order, go to the cache as
- * GetBatch (pfx_getbatch_cache) or, refused, as ranges. Always handed
- * over (0); -1 only when nothing was (no memory: the caller's spans). */
+ * does (pfx_dest, the same rule: the cache's room from the window's last
+ * span back, so the spans its reader reaches first are staged), its bytes
+ * read with GetBatch into the stage's memory (fetch__batch_mem_run:
+ * cachetier_batch_read_mem, the version rule of the batch fills; nothing
+ * written to the cache, nothing evicted); the other spans' pieces, in plan
+ * order, go to the cache as GetBatch (pfx_getbatch_cache) or, refused, as
+ * ranges. Until 2026-12-03 the room went from the window's front: at a
+ * cold epoch's head (the cache empty) the reader's first paths were batch
+ * fills, valid only at their HEAD groups' answers, and the first window's
+ * (which the planner waits for) the reader's first (tests/bench/README.md,
+ * batch11). Always handed over (0); -1 only when nothing was (no memory:
+ * the caller's spans). */
 static int pfx_getbatch_staged(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap,
 			       const struct pfx_plan *s, uint32_t position, unsigned par)
 {
@@ -655,10 +640,11 @@ static int pfx_getbatch_staged(struct fetch_planner *pl, struct pfx_buf *b, uint
 		if (pl->src.raw(pl->src.ctx, b->sorted[b->sp[i].a].x.obj, &b->sp[i].raw) < 0)
 			b->sp[i].raw = NULL; /* logged */
 	}
+	pfx_dest(pl, b, ns, room);
 	for (size_t i = 0; i < ns; i++) {
 		const struct pfx_span *sp = &b->sp[i];
 
-		if (pfx_span_stage(pl, b, sp, s, position, &room, fetch__batch_mem_add, &bm))
+		if (!sp->store && pfx_span_add(pl, b, sp, s, position, fetch__batch_mem_add, &bm))
 			continue;
 		if (!sp->raw)
 			continue; /* logged */

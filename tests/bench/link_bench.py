@@ -1474,7 +1474,8 @@ def plan_ais_getbatch(a, emu, impl, label):
             'plan_batch_failed_items', 'plan_batch_stale_objects', 'plan_batch_refused',
             'plan_batch_unfit_bytes', 'plan_batch_heads', 'plan_batch_heads_shared',
             'plan_batch_head_waits', 'plan_batch_slot_waits', 'plan_batch_threads',
-            'store_requests')
+            'store_requests', 'plan_fetch_paths', 'plan_fetch_bytes', 'plan_fetch_ranges',
+            'plan_fetch_gap_bytes', 'plan_stage_read_bytes')
     try:
         for side in ('getbatch', 'ranges'):
             settle()

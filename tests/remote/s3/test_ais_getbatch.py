@@ -55,6 +55,12 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            items there arrived), exact staged bytes; no fill, no byte written to
            the cache, no eviction, no punch, no miss, no object GET; every path read from the
            stage with exact bytes, every staged span freed once read
+  stageroom 'stage''s options with --cache-size 192K (the cache has room for some of the
+           window's spans): the room goes to the window's last spans (fetch_planner.c
+           pfx_dest, as a ranged window's), so the first ones are staged: the model's staged
+           spans and bytes, the plan's first path read from the stage (1 staged read, no
+           miss; before 2026-12-03 the room went from the window's front: a batch fill's),
+           every path exact, no fallback or failed span
   stagever 'stage''s mount, shard 1 replaced after the listing: exactly 1 HEAD per shard of
            the window, the one after shard 1's items says another ETag, its 10 staged spans
            fail (1 stale object), never served; shards 0 and 2 exact from the stage; shard
@@ -702,6 +708,72 @@ def case_stage(env, ck, c):
         ck.eq('stage: every staged span freed once read', st['plan_stage_mem_bytes'], 0)
 
 
+def room_split(plan, room, from_end=True):
+    """fetch_planner.c pfx_dest over a window of one span a path (stage_mount's chunk): each
+    span (a path and its tar header) goes to the cache while its bytes fit the room left,
+    the room given from the window's last span back (from_end) or from its first (before
+    2026-12-03); the rest to the stage. Returns the staged paths' indexes in plan order."""
+    order = range(len(plan) - 1, -1, -1) if from_end else range(len(plan))
+    staged = []
+    for i in order:
+        n = plan[i][3] + 512
+        if n <= room:
+            room -= n
+        else:
+            staged.append(i)
+    return sorted(staged)
+
+
+def case_stageroom(env, ck, c):
+    """A GetBatch window whose spans the cache has room for in part (stage_mount's options,
+    --cache-size 192K): the cache's room goes to the window's last spans, as a ranged
+    window's does, so the spans its reader reaches first are staged (one GetBatch window
+    into memory) and the last ones the cache's: exactly the model's staged spans and bytes
+    (room_split from the end, with the room the mount said before the plan); the plan's
+    first path read from the stage (1 staged read, no miss); every path exact, no fallback,
+    no failed span. (The cache's spans here find no room for their units, the fills' share,
+    and are read on demand: the planner's room is in bytes.)"""
+    keys = ('plan_stage_spans', 'plan_stage_bytes', 'plan_stage_reads', 'plan_stage_read_bytes',
+            'plan_stage_fallbacks', 'plan_stage_failed', 'plan_batch_requests',
+            'plan_batch_stale_objects', 'plan_batch_failed_items', 'cache_misses', 'read_errors')
+    opts = [o if o != '64K' else '192K' for o in STAGE_OPTS]
+    with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX), cache_dir=c.env.path('cache-room'),
+                  extra=opts) as m:
+        for s in range(NSHARDS):
+            os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+        room = m.stats()['cache_room_bytes']
+        want = room_split(c.plan, room)
+        front = room_split(c.plan, room, from_end=False)
+        # the case means something only when the room holds some spans but not all, and the
+        # two rules differ at the window's head
+        ck.eq('stageroom: the room holds some of the spans, not all (room %d)' % room,
+              0 < len(want) < len(c.plan), True)
+        ck.eq('stageroom: the plan\'s first path staged by the rule, not by the old one',
+              (0 in want, 0 in front), (True, False))
+        st0 = c.publish(ck, m, 'stageroom')[0]
+        st1 = staged(m, st0, len(want))
+        d = diff(st1, st0, keys)
+        ck.eq('stageroom: spans staged, their bytes (each path with its tar header): the '
+              'model\'s, the room from the window\'s end',
+              (d['plan_stage_spans'], d['plan_stage_bytes']),
+              (len(want), sum(c.plan[i][3] + 512 for i in want)))
+        path, shard, off, size, data = c.plan[0]
+        ck.eq('stageroom: the plan\'s first path: exact bytes',
+              ml.read_all(os.path.join(m.mnt, path)) == data, True)
+        st2 = m.stats()
+        ck.eq('stageroom: the plan\'s first path read from the stage (staged reads, misses)',
+              (st2['plan_stage_reads'] - st1['plan_stage_reads'],
+               st2['cache_misses'] - st1['cache_misses']), (1, 0))
+        c.read_all(ck, m, 'stageroom')
+        d = diff(m.stats(), st0, keys)
+        log('stageroom: room %d, staged %s (before: %s); stats %s' % (room, want, front, d))
+        ck.eq('stageroom: bytes read from the stage: the staged paths and headers',
+              d['plan_stage_read_bytes'], sum(c.plan[i][3] + 512 for i in want))
+        ck.eq('stageroom: fallbacks, failed spans, stale objects, failed items, read errors',
+              (d['plan_stage_fallbacks'], d['plan_stage_failed'], d['plan_batch_stale_objects'],
+               d['plan_batch_failed_items'], d['read_errors']), (0, 0, 0, 0, 0))
+
+
 def case_stalestage(env, ck, c, label):
     """The stage's version rule with shard 1 replaced in the bucket (other bytes, a larger
     object: every staged item answers, with the new bytes at the old ranges), on a
@@ -1301,6 +1373,7 @@ def run(env, ck):
         case_sick(env, ck, c)
         case_cut(env, ck, c)
         case_stage(env, ck, c)  # (before version, which replaces shard 2)
+        case_stageroom(env, ck, c)
         case_stagever(env, ck, c)
         case_stagerun(env, ck, c)
         case_stagecut(env, ck, c)
