@@ -241,9 +241,16 @@ static const char *ows(const char *p, const char *end)
 	return p;
 }
 
+/* A header name's byte (RFC 9110's tchar): visible and none of the
+ * delimiters DQUOTE ( ) , / : ; < = > ? @ [ \ ] { }, which are the set bits
+ * of lo (bytes 0-63) and hi (64-127): a shift a byte, not a strchr. */
 static int tchar(unsigned char c)
 {
-	return visible(c) && !strchr("\"(),/:;<=>?@[\\]{}", c);
+	const uint64_t lo = 0xfc00930400000000ull, hi = 0x2800000038000001ull;
+
+	if (!visible(c))
+		return 0;
+	return !(((c < 64 ? lo : hi) >> (c & 63)) & 1);
 }
 
 /* Does the comma-separated list [p, end) hold the token tok? */
@@ -280,11 +287,14 @@ static int head_end(const char *buf, size_t len, size_t scan, const char **end)
 		if (memcmp(buf, "HTTP/1.", scan < 7 ? scan : 7) != 0)
 			return -1;
 	}
-	for (const char *le = buf; le < buf + scan; le++) {
-		if (*le == '\0')
+	/* line by line (memchr, not a test a byte), the same first finding as a
+	 * byte's walk: a NUL before the line's LF, a bare LF, the empty line */
+	for (const char *p = buf, *le; p < buf + scan; p = le + 1) {
+		le = memchr(p, '\n', (size_t)(buf + scan - p));
+		if (memchr(p, '\0', (size_t)((le ? le : buf + scan) - p)))
 			return -1;
-		if (*le != '\n')
-			continue;
+		if (!le)
+			break;
 		if (le == buf || le[-1] != '\r')
 			return BACKEND_H1_UNSUP;
 		if (le - buf >= 3 && le[-2] == '\n' && le[-3] == '\r') {

@@ -430,6 +430,42 @@ static void test_url_name(void)
 	      "backend__h1_url takes no name");
 }
 
+/* Every byte in a header's name, exactly: "X<b>Y: 1" is read as a header
+ * when b is one of RFC 9110's tchar (written out here, not computed as the
+ * engine does) or ':' (the name ends before it); a NUL is not HTTP (-1);
+ * any other byte leaves the head to curl. 256 heads, 78 of them read. */
+static void test_name_bytes(void)
+{
+	static const char tchars[] = "!#$%&'*+-.^_`|~0123456789"
+				     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+	struct backend_h1_head h;
+	unsigned read = 0;
+
+	for (unsigned b = 0; b < 256; b++) {
+		char m[64];
+		size_t n = (size_t)snprintf(m, sizeof(m),
+					    "HTTP/1.1 200 OK\r\nX_Y: 1\r\n"
+					    "Content-Length: 3\r\n\r\n");
+		ssize_t rc, want;
+
+		m[18] = (char)b;
+		rc = backend__h1_head(m, n, &h);
+		if (b == 0)
+			want = -1;
+		else if (b == ':' || memchr(tchars, (int)b, sizeof(tchars) - 1))
+			want = (ssize_t)n;
+		else
+			want = BACKEND_H1_UNSUP;
+		CHECK(rc == want, "name byte 0x%02x: %zd, want %zd", b, rc, want);
+		if (rc > 0) {
+			read++;
+			CHECK(h.body_len == 3 && h.keep == 1, "name byte 0x%02x: body %" PRIu64, b,
+			      h.body_len);
+		}
+	}
+	CHECK(read == 78, "%u of 256 name bytes read", read);
+}
+
 int main(void)
 {
 	const char *s = getenv("H1_SEED"), *c = getenv("H1_CASES");
@@ -439,6 +475,7 @@ int main(void)
 	printf("h1: seed %" PRIu64 " (H1_SEED), %u cases (H1_CASES)\n", seed, ncases);
 	rng = seed * 0x9e3779b97f4a7c15ull + 1;
 	test_fixed();
+	test_name_bytes();
 	test_generated(ncases);
 	test_url_request(ncases);
 	test_url_name();
