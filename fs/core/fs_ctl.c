@@ -89,15 +89,21 @@ static struct cachetier_obj *pf_raw(struct fs_obj *o)
 }
 
 /* One object of a prefetch: what is cached of it (have), whether its
- * prefetch runs (pending) and the bytes it skipped (unfit). */
+ * prefetch runs (pending) and the bytes it skipped (unfit). pending is
+ * read first: a fill ends (its units valid, its pf_inflight dropped) in
+ * one step under ct->lock, so an object no fill runs for when pending is
+ * read shows every unit its fills made valid when have is read after it.
+ * The other order let a run's end be seen with its last fill's units not
+ * counted (pending read 0 just after have missed them): a prefetch that
+ * cached every byte said "not cached" and exited 1. */
 static void pf_obj(struct fs_obj *o, uint64_t *have, uint64_t *pending, uint64_t *unfit)
 {
 	struct cachetier_obj *raw = pf_raw(o);
 
 	*have = *pending = *unfit = 0;
 	if (raw) {
-		*have = cachetier_obj_cached_bytes(raw);
 		*pending = (uint64_t)cachetier_obj_prefetch_state(raw, unfit);
+		*have = cachetier_obj_cached_bytes(raw);
 	}
 }
 
