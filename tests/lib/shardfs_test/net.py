@@ -3,8 +3,10 @@ listens, stopping it, the threading HTTP server class the Python stand-ins run o
 request handler bases (Handler; ObjectHandler, the hostile tests' object servers).
 Python 3 stdlib."""
 
+import fcntl
 import http.server
 import os
+import random
 import re
 import socket
 import socketserver
@@ -35,16 +37,39 @@ def _port_range():
     return max(1024, lo - PORTS_SPAN), lo
 
 
+def _ports_open():
+    """PORTS_LOCK opened for writing (a record lock needs it), made readable and writable by
+    every user when this process creates it (the umask would take that), so that the tests of
+    several users share one set of ports. Where this user cannot open it (another user made it
+    before this rule, or the sticky /tmp's protected_regular refuses it): a lock file of this
+    user's own, which keeps this user's tests apart (a clash with another user's port is then
+    only a bind that fails, which the pick already skips)."""
+    for path in (PORTS_LOCK, '%s.%d' % (PORTS_LOCK, os.getuid())):
+        try:
+            return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            return os.open(path, os.O_RDWR | os.O_CLOEXEC)  # made by another test just now
+        except PermissionError:
+            continue
+        os.fchmod(fd, 0o666)
+        return fd
+    raise OSError('cannot open %s nor %s.%d for writing' % (PORTS_LOCK, PORTS_LOCK, os.getuid()))
+
+
 def free_port():
     """A port on 127.0.0.1 that nothing listens on now, that no other process of the tests
     picked and still runs (PORTS_LOCK), and that no connect() is given as its own (below the
     ephemeral range): the caller's server binds it soon after."""
     global _ports_fd
-    import fcntl
-    import random
     with _ports_lock:
         if _ports_fd is None:
-            _ports_fd = os.open(PORTS_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            _ports_fd = _ports_open()
         lo, hi = _port_range()
         start = random.SystemRandom().randrange(lo, hi)
         for i in range(hi - lo):
