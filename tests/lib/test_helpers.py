@@ -4,7 +4,10 @@ defect pass as green.
 usage: test_helpers.py SHARDFS GROUP
   crash    a test whose daemon dies by SIGSEGV (the test itself checks nothing wrong) fails,
            naming the signal; one whose daemon the test kills on purpose (ml.kill_daemon) and
-           one whose daemon exits cleanly pass
+           one whose daemon exits cleanly pass. A test whose check fails and whose poll then
+           times out says why, once each: the tail of its daemon's log, the mount's stats and
+           its server's requests (mount.Env.diagnose); one that fails after its unmount prints
+           its daemon's log and the last stats it read
   skip     a skip after a failure fails; a test that checks nothing fails; a skip of an allowed
            kind exits 77, but fails under CI=true and with SHARDFS_TEST_STRICT=1
   nofuse   with /dev/fuse hidden (a mount namespace: an empty tmpfs over /dev, a device node
@@ -18,7 +21,7 @@ usage: test_helpers.py SHARDFS GROUP
            member the exact bytes of its file's range; its listing and HEADs give each file
            the ETag the C link emulator gives it (--etag nginx and store)
 Inner groups (run by the ones above in a child process): inner-segv, inner-kill, inner-clean,
-inner-fail-skip, inner-nocheck, inner-skip, inner-mount."""
+inner-fail-skip, inner-nocheck, inner-skip, inner-mount, inner-diag, inner-diag-ended."""
 
 import http.client
 import io
@@ -33,6 +36,7 @@ import tarfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test import s3servers  # noqa: E402
+from shardfs_test import web  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 PRECHECK = os.path.join(os.path.dirname(HERE), 'precheck.py')
@@ -94,6 +98,41 @@ def inner_mount(env, ck):
         ck.eq('inner-mount: x.txt', ml.read_all(os.path.join(m.mnt, 'a', 'x.txt')), b'hello\n')
 
 
+def served_mount(env):
+    """a.tar served by nginx, mounted with a --log-file: (nginx, the Mount)."""
+    src = env.path('src')
+    os.makedirs(src)
+    ml.write_file(os.path.join(src, 'a.tar'), ml.tar_bytes([('x.txt', b'hello\n')]))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    return ng, ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                        extra=['--log-file', env.path('daemon.log')])
+
+
+def inner_diag(env, ck):
+    ng, m = served_mount(env)
+    try:
+        with m:
+            ck.eq('inner-diag: x.txt', ml.read_all(os.path.join(m.mnt, 'a', 'x.txt')), b'hello\n')
+            ck.eq('inner-diag: a check that fails', 1, 2)
+            ck.eq('inner-diag: a second one', 3, 4)
+            # a condition that never comes: the bound is the test's, not a window
+            ml.poll(lambda: False, timeout=1, what='inner-diag: a condition that never comes')
+    finally:
+        ng.stop()
+
+
+def inner_diag_ended(env, ck):
+    ng, m = served_mount(env)
+    try:
+        with m:
+            ck.eq('inner-diag-ended: x.txt', ml.read_all(os.path.join(m.mnt, 'a', 'x.txt')),
+                  b'hello\n')
+            m.stats()
+    finally:
+        ng.stop()
+    raise OSError('inner-diag-ended: an error after the unmount')
+
+
 def run_inner(env, group, extra_env=None, prefix=()):
     e = dict(os.environ)
     for k in ('CI', 'SHARDFS_TEST_STRICT', 'SHARDFS_TEST_ALLOW_SKIP'):
@@ -116,6 +155,26 @@ def group_crash(env, ck):
     ck.eq('a daemon killed on purpose: exit status of its test', rc, 0)
     rc, out = run_inner(env, 'inner-clean')
     ck.eq('a daemon that exits cleanly: exit status of its test', rc, 0)
+    ck.eq('... no diagnosis printed', out.count('==== diagnosis'), 0)
+    rc, out = run_inner(env, 'inner-diag')
+    ck.eq('a failed check and a poll timed out: exit status', rc, 1)
+    heads = re.findall(r'^==== diagnosis of [^:]*: (.*)$', out, re.M)
+    ck.eq('... a diagnosis for the failed check and one for the timeout, the second failed check '
+          'none', heads, ["the failed check: 'inner-diag: a check that fails: expected 2, got 1'",
+                          'timed out after 1s waiting for inner-diag: a condition that never '
+                          'comes'])
+    for what, pat in (('the daemon log\'s tail', r'^  \S+ shardfs\[\d+\] info: mounted http://'),
+                      ('the stats now', r'^---- its stats now:\n  version=\S+ pid=\d+'),
+                      ('the bytes read', r'^  .*\bread_bytes=6\b'),
+                      ('the access log', r'^  .*"GET /json/a\.tar HTTP/1\.1" 206 ')):
+        ck.eq('... each diagnosis shows %s' % what, len(re.findall(pat, out, re.M)), 2)
+    rc, out = run_inner(env, 'inner-diag-ended')
+    ck.eq('an exception after the unmount: exit status', rc, 1)
+    ck.eq('... one diagnosis', re.findall(r'^==== diagnosis of [^:]*: (.*)$', out, re.M),
+          ['the exception'])
+    ck.ok(re.search(r'^---- its stats: not mounted; the last the test read:\n  version=', out,
+                    re.M) and re.search(r'shardfs\[\d+\] info: mounted http://', out),
+          'the diagnosis of an ended mount: its log and the last stats read: %r' % out[-3000:])
 
 
 def group_skip(env, ck):
@@ -296,7 +355,8 @@ GROUPS = {'crash': (group_crash, 200), 'skip': (group_skip, 200), 'nofuse': (gro
           'inner-segv': (inner_segv, 100), 'inner-kill': (inner_kill, 100),
           'inner-clean': (inner_clean, 100), 'inner-fail-skip': (inner_fail_skip, 100),
           'inner-nocheck': (inner_nocheck, 100), 'inner-skip': (inner_skip, 100),
-          'inner-mount': (inner_mount, 100)}
+          'inner-mount': (inner_mount, 100), 'inner-diag': (inner_diag, 100),
+          'inner-diag-ended': (inner_diag_ended, 100)}
 
 if __name__ == '__main__':
     ml.run_groups(GROUPS, __doc__)

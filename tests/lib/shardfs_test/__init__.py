@@ -23,6 +23,8 @@ Modules (import the ones you need; none is imported here):
               steps, Pins (held paths) against another process's drop_caches
   planread    planned reads over sidecar-indexed shards: the shards and members' extents, their
               bytes, a SlowProxy's shard GETs and hold, a plan file written and published
+  diag        the request lists of the running servers and proxies a failed test prints
+              (mount.Env.diagnose)
   hostile     the hostile passes' (tests/mount/test_hostile1*.py) source of small shards, a client
               command checked exactly, a mount that must succeed, spawned commands followed
               (test_ctl_wait.py uses those too)

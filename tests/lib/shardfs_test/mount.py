@@ -17,6 +17,8 @@ import tempfile
 import threading
 import time
 
+from . import diag
+
 SKIP = 77
 MOUNT_TIMEOUT = 60
 # past 'shardfs umount''s own wait for its daemon's exit (60 s at most, fs_umount.c): a
@@ -86,6 +88,7 @@ class Checker:
     def __init__(self):
         self.checks = 0
         self.failures = []
+        self.on_fail = None  # called after a failure is printed (main_wrapper: Env.diagnose)
 
     def fail(self, msg):
         self.failures.append(msg)
@@ -93,6 +96,8 @@ class Checker:
             log('FAIL: ' + msg)
         elif len(self.failures) == self.MAX_PRINT + 1:
             log('FAIL: ... (further failures not printed)')
+        if self.on_fail is not None:
+            self.on_fail(msg)
 
     def ok(self, cond, msg):
         self.checks += 1
@@ -128,9 +133,70 @@ def poll(fn, timeout=POLL_TIMEOUT, step=0.05, what=None):
             return v
         if time.monotonic() > t:
             if what is not None:
-                raise RuntimeError('timed out after %gs waiting for %s' % (timeout, what))
+                msg = 'timed out after %gs waiting for %s' % (timeout, what)
+                if CURRENT_ENV is not None:
+                    CURRENT_ENV.diagnose(msg, again=True)
+                e = RuntimeError(msg)
+                e.diagnosed = True
+                raise e
             return v
         time.sleep(step)
+
+
+# the Env of this test process (its mounts are the ones a poll's timeout diagnoses)
+CURRENT_ENV = None
+# lines of a daemon log a diagnosis prints at most (its last ones)
+DIAG_LOG_LINES = 60
+# seconds a diagnosis waits for a mount's stats (a hung mount does not answer)
+DIAG_STATS_WAIT = 5
+
+
+def bounded_call(fn, seconds):
+    """fn() on a daemon thread, waited for at most seconds: (True, its value), (False, the
+    exception it raised) or (False, None) when it did not return in time (the thread is left:
+    a read of a hung mount)."""
+    out = []
+
+    def run():
+        try:
+            out.append((True, fn()))
+        except Exception as e:  # noqa: BLE001 (reported as the answer)
+            out.append((False, e))
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    return out[0] if out else (False, None)
+
+
+def tail_lines(path, n):
+    """The last n lines of the file at path (read from its last 256 KiB)."""
+    with open(path, 'rb') as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - (256 << 10)))
+        data = f.read()
+    lines = data.decode(errors='replace').splitlines()
+    if size > len(data) and lines:
+        lines = lines[1:]  # the first may be cut
+    return lines[-n:]
+
+
+def format_stats(st, width=110):
+    """A mount's stats document, compact: its fields that are not 0 as name=value, wrapped to
+    lines of about width characters; then how many are 0."""
+    if not isinstance(st, dict):
+        return [short(st, 2000)]
+    items = ['%s=%s' % (k, v) for k, v in st.items() if v not in (0, '0', '')]
+    lines, cur = [], ''
+    for it in items:
+        if cur and len(cur) + 1 + len(it) > width:
+            lines.append(cur)
+            cur = it
+        else:
+            cur = cur + ' ' + it if cur else it
+    if cur:
+        lines.append(cur)
+    return lines + ['(the other %d fields 0)' % (len(st) - len(items))]
 
 
 def wchan(pid):
@@ -295,6 +361,9 @@ class Env:
         self.daemons = {}
         self.killed_leftovers = set()
         self.umount_failures = []  # 'shardfs umount' failures of Mount.umount (not quiet)
+        self.seen_mounts = []  # every Mount that mounted (diagnose: the ended ones' logs)
+        global CURRENT_ENV
+        CURRENT_ENV = self
         set_subreaper()
         seed = os.environ.get('SHARDFS_TEST_SEED')
         self.seed = int(seed) if seed else 20240611
@@ -357,6 +426,29 @@ class Env:
                     and exp is None:
                 out.append('%s %s' % (where, describe_status(status)))
         return out
+
+    def diagnose(self, reason, again=False, ended=False):
+        """Print what a diagnosis of a failure (reason) needs: for each running mount (with
+        ended, also each that mounted and has ended since) the tail of its daemon log, its
+        stats now (or the last the test read), and the request list of each server and proxy
+        that runs (diag.py). A mount is diagnosed once (again: twice, for a timeout or an
+        exception after a failed check); bounded: DIAG_LOG_LINES lines of a log, diag.TAIL of a
+        request list."""
+        limit = 2 if again else 1
+        ms = [m for m in (self.seen_mounts if ended else self.mounts)
+              if m.diagnosed < limit and (m.mounted or ended)]
+        if not ms:
+            return
+        log('==== diagnosis of %s: %s' % (self.name, reason))
+        for m in ms:
+            m.diagnosed += 1
+            m.print_diagnosis()
+        for label, lines, total in diag.request_lists():
+            log('---- %s: %d%s' % (label, total, ', the last %d:' % len(lines)
+                                   if len(lines) < total else ''))
+            for ln in lines:
+                log('  ' + ln)
+        log('==== end of the diagnosis')
 
     def cleanup(self):
         for m in list(self.mounts):
@@ -647,14 +739,60 @@ class Mount:
         self.stderr = ''  # what 'shardfs mount' printed (warnings of a mount that went ahead)
         self.mounted = False
         self.alive_after_umount = []
+        self.last_stats = None  # the last stats() read (a diagnosis prints it if none now)
+        self.diagnosed = 0  # diagnoses printed (Env.diagnose)
 
     def __enter__(self):
         self.mount()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, typ, val, tb):
+        if val is not None and isinstance(val, Exception) and \
+                not getattr(val, 'diagnosed', False):
+            self.env.diagnose('%s: %s' % (typ.__name__, short(str(val), 300)), again=True)
         self.umount()
         return False
+
+    def log_file(self):
+        """The daemon's log file: --log-file's, else the newest 'log' below the cache dir (the
+        default: 'log' in the source's cache directory); None when there is none."""
+        ex = self.extra
+        for i, a in enumerate(ex):
+            if a == '--log-file' and i + 1 < len(ex):
+                return ex[i + 1]
+            if a.startswith('--log-file='):
+                return a.split('=', 1)[1]
+        found = []
+        for d, _, files in os.walk(self.cache_dir or os.devnull):
+            found += [os.path.join(d, f) for f in files if f == 'log']
+        return max(found, key=lambda p: os.stat(p).st_mtime) if found else None
+
+    def print_diagnosis(self):
+        """The tail of the daemon's log, and its stats (read now if it answers within
+        DIAG_STATS_WAIT s, else the last read)."""
+        log('---- mount %s of %s (daemon %s)' % (self.mnt, self.source,
+                                                 ', '.join(map(str, sorted(self.pids))) or '?'))
+        path = self.log_file()
+        try:
+            lines = tail_lines(path, DIAG_LOG_LINES) if path else None
+        except OSError as e:
+            lines = ['(cannot read it: %s)' % e]
+        log('---- its log %s%s' % (path or '(none found)', ', the last %d lines:' % len(lines)
+                                  if lines else ''))
+        for ln in lines or []:
+            log('  ' + ln)
+        ok, st = bounded_call(self.stats, DIAG_STATS_WAIT) if self.mounted else (False, None)
+        if ok:
+            log('---- its stats now:')
+        else:
+            log('---- its stats: %s; the last the test read%s' % (
+                'not mounted' if not self.mounted else 'no answer in %d s' % DIAG_STATS_WAIT
+                if st is None else 'cannot read them (%s)' % st,
+                ':' if self.last_stats is not None else ': none'))
+            st = self.last_stats
+        if st is not None:
+            for ln in format_stats(st):
+                log('  ' + ln)
 
     def mount(self):
         os.makedirs(self.mnt, exist_ok=True)
@@ -682,6 +820,7 @@ class Mount:
             raise MountError('shardfs mount exited 0 but %s is not a mount point; stderr: %s'
                              % (self.mnt, err.strip()))
         self.mounted = True
+        self.env.seen_mounts.append(self)
         self.pids.update(daemons_for(self.env.shardfs, self.mnt))
         for p in self.pids:
             self.env.daemons[p] = self.mnt
@@ -692,6 +831,7 @@ class Mount:
         with open(os.path.join(self.mnt, '.shardfs', 'stats'), 'rb') as f:
             data = f.read()
         st = json.loads(data.decode('utf-8'))
+        self.last_stats = st
         if isinstance(st, dict) and isinstance(st.get('pid'), int):
             self.pids.add(st['pid'])
             self.env.daemons[st['pid']] = self.mnt
@@ -816,6 +956,7 @@ class Watchdog:
             return
         log('WATCHDOG: test exceeded %ds; the mount is presumably hung. Killing the daemon.'
             % self.seconds)
+        self.env.diagnose('the watchdog (%d s)' % self.seconds, again=True)
         for m in list(self.env.mounts):
             sigkill_and_wait(m.pids | set(daemons_for(self.env.shardfs, m.mnt)))
             subprocess.run(['fusermount3', '-u', '-z', m.mnt], timeout=30,
@@ -1220,6 +1361,8 @@ def main_wrapper(fn, shardfs, name, deadline=240, needs_fuse=True, **kw):
         skip_exit(str(e), e.kind)
     env = Env(shardfs, name)
     ck = Checker()
+    # a failed check prints the state of the mounts running then (once each)
+    ck.on_fail = lambda msg: env.diagnose('the failed check: %s' % short(msg, 300))
     wd = Watchdog(env, int(os.environ.get('SHARDFS_TEST_DEADLINE', deadline)))
     t0 = time.monotonic()
     skip = None
@@ -1227,9 +1370,12 @@ def main_wrapper(fn, shardfs, name, deadline=240, needs_fuse=True, **kw):
         fn(env, ck, **kw)
     except Skip as e:
         skip = e
-    except Exception:
+    except Exception as e:
         import traceback
         traceback.print_exc()
+        if not getattr(e, 'diagnosed', False):
+            # the test's own cleanup may have unmounted them: their logs, their last stats
+            env.diagnose('the exception', again=True, ended=True)
         ck.fail('exception (see traceback above)')
     finally:
         try:

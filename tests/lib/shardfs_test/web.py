@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+from . import diag
 from .net import free_port, stop_process, wait_port  # noqa: F401 (tests use web.free_port)
 
 NGINX = '/usr/sbin/nginx'
@@ -195,9 +196,13 @@ http {
         for p in (self.tls_port, self.bad_tls_port):
             if p:
                 wait_port(p, self.proc)
+        self.diag = diag.add('nginx on port %d: its access log' % self.port, self.requests)
         return self
 
     def stop(self):
+        if getattr(self, 'diag', None):
+            diag.drop(self.diag)
+            self.diag = None
         stop_process(self.proc)
         self.proc = None
         if getattr(self, 'errlog', None):
@@ -235,7 +240,14 @@ class LoopbackProxy:
         self.sock.bind(('127.0.0.1', self.port))
         self.sock.listen(128)
         self.conns = []
+        # a failed test prints the requests it saw (diag.py)
+        self.diag = diag.add('%s on port %d (to port %d): its requests' % (
+            type(self).__name__, self.port, upstream_port), self.request_lines)
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def request_lines(self):
+        """The requests seen, one line each (a subclass that records them says how)."""
+        return []
 
     def url(self, path=''):
         return 'http://127.0.0.1:%d/%s' % (self.port, path)
@@ -254,6 +266,7 @@ class LoopbackProxy:
         raise NotImplementedError
 
     def close(self):
+        diag.drop(self.diag)
         self.stop_ev.set()
         try:
             self.sock.close()
@@ -345,6 +358,18 @@ class FaultProxy(LoopbackProxy):
             self.log = []
 
     RANGE_MODES = ('shift', 'short', 'multipart', 'overclaim', 'trunc')
+
+    def request_lines(self):
+        """The requests of log (since the last set), with their Range header; then the count
+        of all and of the faults."""
+        with self.lock:
+            log, n, faults = list(self.log), self.requests, self.faults
+        out = []
+        for method, path, hdrs in log:
+            rng = [h for h in hdrs if h.lower().startswith('range:')]
+            out.append('%s %s%s' % (method, path, ' ' + rng[0] if rng else ''))
+        return out + ['(%d requests in all, %d faults since the last set, mode %r)'
+                      % (n, faults, self.mode)]
 
     def _take_fault(self, method, path, head):
         rng = self._range(head)
@@ -602,6 +627,15 @@ class SlowProxy(LoopbackProxy):
         self.heads = []
         self.released = threading.Event()
         super().__init__(upstream_port)
+
+    def request_lines(self):
+        """Its GETs and held HEADs (since the last reset): method, path, range, bytes sent,
+        done, held."""
+        with self.lock:
+            recs = [('GET', dict(r)) for r in self.gets] + [('HEAD', dict(r)) for r in self.heads]
+        return ['%s %s range=%s sent=%d done=%s held=%s' % (m, r['path'], r['range'], r['sent'],
+                                                            r['done'], r['held'])
+                for m, r in recs]
 
     def held(self):
         with self.lock:
