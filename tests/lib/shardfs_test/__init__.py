@@ -22,7 +22,8 @@ Modules (import the ones you need; none is imported here):
   kcache      what the kernel caches of a mount held still: Delta of the request counters between
               steps, Pins (held paths) against another process's drop_caches
   planread    planned reads over sidecar-indexed shards: the shards and members' extents, their
-              bytes, a SlowProxy's shard GETs and hold, a plan file written and published
+              bytes, a SlowProxy's shard GETs and hold, a plan file written and published, a
+              plan's fills ended (fetched: its ranges neither queued nor in flight)
   diag        the request lists of the running servers and proxies a failed test prints
               (mount.Env.diagnose)
   hostile     the hostile passes' (tests/mount/test_hostile1*.py) source of small shards, a client

@@ -64,6 +64,33 @@ def tar_gets(px):
         return [dict(r) for r in px.gets if r['path'].endswith('.tar')]
 
 
+# 'prefetch-check''s answer while a prefetch of one of the objects still runs
+# (fs/core/include/fs_core_ctl.h FS_CTL_CHECK_RUNNING)
+CHECK_RUNNING = 1
+
+
+def ranges_running(m):
+    """Does a planned range of mount m still wait or run: 'prefetch-check 0' of the whole mount
+    answers RUNNING while an object has ranges queued or prefetch fills in flight
+    (cachetier_obj_prefetch_state). It starts no fill and is no reader's job."""
+    return ml.control(m.mnt, 'prefetch-check 0\n') == CHECK_RUNNING
+
+
+def fetched(m, paths, base=0, what='the plan fetched', timeout=ml.POLL_TIMEOUT):
+    """Wait until mount m has handed paths planned paths over (plan_fetch_paths - base) and
+    every range it handed over has ended (ranges_running): its stats then. plan_fetch_paths
+    counts a path once its ranges are queued, and fills_inflight is 0 before the first of them
+    starts and between two: neither says alone that the plan's fills ran (a busy machine's
+    fill thread starts them late)."""
+    def done():
+        st = m.stats()
+        if st['plan_fetch_paths'] - base != paths or ranges_running(m):
+            return None
+        st = m.stats()
+        return st if st['fills_inflight'] == 0 else None
+    return ml.poll(done, timeout=timeout, what=what)
+
+
 def hold(px):
     """Hold every ranged GET of a shard at px after its first byte, from now on."""
     px.released.clear()
