@@ -19,7 +19,9 @@ usage: test_helpers.py SHARDFS GROUP
            it builds in memory: the same status and bytes for 60 seeded requests (ranges,
            missing objects with and without coer, names longer than USTAR holds), and each
            member the exact bytes of its file's range; its listing and HEADs give each file
-           the ETag the C link emulator gives it (--etag nginx and store)
+           the ETag the C link emulator gives it (--etag nginx and store); in upstream mode, an
+           upstream that closed its kept connection (s3rver's keep-alive timeout) costs the
+           client nothing: the request sent again on a new one, never a 502 of its own
 Inner groups (run by the ones above in a child process): inner-segv, inner-kill, inner-clean,
 inner-fail-skip, inner-nocheck, inner-skip, inner-mount, inner-diag, inner-diag-ended."""
 
@@ -305,6 +307,64 @@ def group_standin(env, ck):
     finally:
         ais.stop()
     standin_etags(env, ck, root, sorted(files))
+    standin_upstream_closed(ck)
+
+
+def standin_upstream_closed(ck):
+    """Upstream mode (s3rver behind it): the stand-in keeps one upstream connection a client
+    connection; s3rver closes one idle past its keep-alive timeout (Node's 5 s). Here the
+    upstream (a small HTTP/1.1 server) closes its end of the kept connection after each answer,
+    as s3rver's timeout would between two requests: each HEAD on one client connection is
+    answered 200, each after the first sent again once on a new upstream connection
+    (upstream_reconnects), none a 502 of the stand-in's making (upstream_failed 0: before, each
+    was a 502 the client then sent again, one request counted twice at the stand-in)."""
+    import http.server
+    import socket
+    import threading
+
+    class Upstream(http.server.BaseHTTPRequestHandler):
+        protocol_version = 'HTTP/1.1'
+
+        def log_message(self, *a):
+            pass
+
+        def do_HEAD(self):
+            self.send_response(200)
+            self.send_header('Content-Length', '7')
+            self.send_header('ETag', '"e"')
+            self.end_headers()
+            self.wfile.flush()
+            # the keep-alive timeout's close, made sure before the next request: the stand-in
+            # finds its kept connection closed when it sends there
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+
+    up = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Upstream)
+    t = threading.Thread(target=up.serve_forever, daemon=True)
+    t.start()
+    ais = s3servers.AisStandIn(up.server_address[1])
+    n = 4
+    try:
+        conn = http.client.HTTPConnection('127.0.0.1', ais.port, timeout=30)
+        got = []
+        try:
+            for _ in range(n):
+                conn.request('HEAD', '/s3/b/d/x.tar?dt=t1')
+                r = conn.getresponse()
+                r.read()
+                got.append(r.status)
+        finally:
+            conn.close()
+        ck.eq('upstream closed after each answer: HEADs on one connection answered', got,
+              [200] * n)
+        ck.eq('upstream closed: HEADs at the target, sent again on a new upstream connection, '
+              'the stand-in\'s own 502s',
+              (ais.stats.get('s3_head', 0), ais.stats.get('upstream_reconnects', 0),
+               ais.stats.get('upstream_failed', 0)), (n, n - 1, 0))
+    finally:
+        ais.stop()
+        up.shutdown()
+        up.server_close()
 
 
 def head_etag(port, path):

@@ -121,11 +121,14 @@ class _Handler(Handler):
         return False
 
     def forward(self, path):
-        """Send this request to s3rver and stream the answer back (keep-alive upstream)."""
+        """Send this request to s3rver and stream the answer back (keep-alive upstream). A kept
+        connection s3rver closed while idle (Node's keep-alive timeout, 5 s: a client connection
+        that waited that long between two requests, e.g. a version HEAD after a slow GetBatch
+        answer) fails before any answer: the request is sent again once on a new connection
+        (counted as upstream_reconnects), never answered 502 for the stand-in's own sake (a
+        client would retry it: one request of the client's counted twice here). A 502 of the
+        stand-in's making is counted as upstream_failed."""
         owner = self.server.owner
-        conn = getattr(self, '_up', None)
-        if conn is None:
-            conn = self._up = http.client.HTTPConnection('127.0.0.1', owner.upstream, timeout=60)
         n = int(self.headers.get('Content-Length') or 0)
         body = self.rfile.read(n) if n else None
         headers = {k: v for k, v in self.headers.items()
@@ -140,14 +143,27 @@ class _Handler(Handler):
             headers.pop('X-Amz-Security-Token', None)
         elif auth and auth.startswith('Bearer '):
             headers.pop('Authorization', None)  # checked already; s3rver serves it unsigned
-        try:
-            conn.request(self.command, path, body=body, headers=headers)
-            r = conn.getresponse()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            self._up = None
-            self.send_simple(502, b'upstream failed', 'text/plain')
-            return
+        while True:
+            conn = getattr(self, '_up', None)
+            kept = conn is not None
+            if conn is None:
+                conn = self._up = http.client.HTTPConnection('127.0.0.1', owner.upstream,
+                                                             timeout=60)
+            try:
+                conn.request(self.command, path, body=body, headers=headers)
+                r = conn.getresponse()
+                break
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                self._up = None
+                # a kept connection closed by s3rver (reset, or closed before the answer's
+                # first byte: RemoteDisconnected is a ConnectionResetError): once more, new
+                if kept and isinstance(e, ConnectionError):
+                    owner.count('upstream_reconnects')
+                    continue
+                owner.count('upstream_failed')
+                self.send_simple(502, b'upstream failed', 'text/plain')
+                return
         self.send_response(r.status)
         length = r.getheader('Content-Length')
         for k, v in r.getheaders():
