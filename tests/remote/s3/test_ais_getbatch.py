@@ -416,8 +416,14 @@ def case_slots(env, ck, c):
                 os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
             st0, a0 = m.stats(), c.ais()
             ck.eq('slots: plan a rc', ctl(m.mnt, 'plan a ' + files['a']), None)
-            st = settled(m, 'plan_batch_requests', 1)
+            # the planner counts the first window's paths as handed over once its GetBatch
+            # call returned, after the request was counted (fetch_planner.c
+            # pfx_getbatch_cache): wait for both, or first may be 0, nothing is read, and a's
+            # second window never goes
+            st = settled(m, 'plan_batch_requests', 1,
+                         {'plan_fetch_bytes': st0['plan_fetch_bytes'] + 1})
             first = st['plan_fetch_bytes'] - st0['plan_fetch_bytes']
+            ck.ok(first > 0, 'slots: plan a\'s first window handed over nothing')
             ais.moss_hold = hold
             # read what the first window (answered) holds: the reader passes its middle, so
             # a's second window goes, and the stand-in holds it
