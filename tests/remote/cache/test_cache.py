@@ -48,6 +48,12 @@ GROUP:
                bytes_fetched and requests), exact bytes; read again: nothing fetched; members
                of 300000 bytes (several requests each) fetch only their units too; a reader
                going round 4 shards one member at a time gets no shard fetched ahead
+  exacthit     a cache hit reads its own pages of the sparse data file, not the holes past
+               them: members of 300000 bytes cached unit by unit (64 KiB units, the units past
+               each a hole), the data file's pages dropped (POSIX_FADV_DONTNEED of that file
+               alone), each member read again through the mount (a hit: nothing fetched, exact
+               bytes): mincore of the data file shows every page of the member resident and no
+               other page (none in the hole past it, none before it)
   unitcrc      cached units carry their CRC32C: the data file cut under the running mount,
                a byte flipped and a hole punched between mounts, a byte flipped under a second
                mount of the cache dir: exact bytes (the units fetched again), cache_units_corrupt
@@ -1562,6 +1568,130 @@ def group_randunits(env, ck, ng):
               st['shard_prefetches'], 0)
 
 
+def resident_pages(path):
+    """Which pages of the file at path are in the kernel's page cache (mincore of a read-only
+    shared mapping): a set of page numbers."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    page = os.sysconf('SC_PAGE_SIZE')
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return set()
+        addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), 'mmap %s' % path)
+        try:
+            n = (size + page - 1) // page
+            vec = ctypes.create_string_buffer(n)
+            if libc.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), 'mincore %s' % path)
+            return {i for i in range(n) if vec.raw[i] & 1}
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+def drop_file_pages(path):
+    """The pages of one file dropped from the page cache (this file only): written out first
+    (DONTNEED drops only clean pages; the fills' last ones may not be written yet)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def group_exacthit(env, ck, ng):
+    """A cache hit's read of its cache data file brings in the hit's pages and none of the
+    sparse file's holes past them (the readahead of that read would zero-fill a page for every
+    block not mapped)."""
+    import tarfile
+    unit = 64 * 1024
+    page = os.sysconf('SC_PAGE_SIZE')
+    shards = {'a-fill.tar': [4 * MiB], 'd-big.tar': [300000] * 16}
+    src, refs = build_source(env, shards)
+    big = os.path.join(src, 'd-big.tar')
+    with tarfile.open(big) as t:
+        bloc = {mm.name: (mm.offset_data, mm.size) for mm in t.getmembers()
+                if mm.name.endswith('.bin')}
+    bnames = sorted(bloc)
+    pick = [bnames[12], bnames[4], bnames[8]]
+    ng.start()
+    opts = ['--cache-size', '2M', '--chunk-size', '1M', '--connections', '4', '--warm', 'off',
+            '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
+        for d, _, files in os.walk(m.mnt):  # the indexes
+            files.sort()
+        # the cache full (a sequential read of a shard twice its size): a miss then fills
+        # only the units it reads
+        got = ml.read_all(os.path.join(m.mnt, 'a-fill.tar'))
+        with open(os.path.join(src, 'a-fill.tar'), 'rb') as f:
+            ck.ok(got == f.read(), 'exacthit: a-fill.tar differs from the source')
+        member = {}
+        for n in pick:  # each fills its own units (the randunits group counts them)
+            member[n] = os.path.join(m.mnt, shard_dir_rel('d-big.tar'), n)
+            with open(os.path.join(refs['d-big.tar'][2], n), 'rb') as f:
+                ref = f.read()
+            ck.ok(uncached_read(member[n]) == ref, 'exacthit: %s differs (first read)' % n)
+        off0, size0 = bloc[pick[0]]
+        with open(big, 'rb') as f:
+            f.seek(off0)
+            want0 = f.read(size0)
+        data = None
+        for p in data_files(env.path('cache')):
+            with open(p, 'rb') as f:
+                f.seek(off0)
+                if f.read(size0) == want0:
+                    data = p
+        ck.ok(data is not None, 'exacthit: no data file holds d-big.tar\'s member bytes')
+        if data is None:
+            return
+        for n in pick:
+            off, size = bloc[n]
+            nxt = ((off + size - 1) // unit + 1) * unit  # the unit past the member's last
+            # the premise: that unit is a hole of the data file (not cached)
+            fd = os.open(data, os.O_RDONLY)
+            try:
+                try:
+                    after = os.lseek(fd, nxt, os.SEEK_DATA)
+                except OSError as e:
+                    after = os.fstat(fd).st_size if e.errno == errno.ENXIO else -1
+            finally:
+                os.close(fd)
+            ck.ok(after >= nxt + unit, 'exacthit %s: the unit at %d past the member holds data '
+                  '(next data at %d): not the hole this test needs' % (n, nxt, after))
+            drop_file_pages(data)
+            before = resident_pages(data)
+            ck.eq('exacthit %s: data file pages resident after DONTNEED' % n, len(before), 0)
+            st0 = m.stats()
+            with open(os.path.join(refs['d-big.tar'][2], n), 'rb') as f:
+                ck.ok(uncached_read(member[n]) == f.read(), 'exacthit: %s differs (hit)' % n)
+            st = m.stats()
+            ck.eq('exacthit %s: bytes_fetched by the hit' % n,
+                  st['bytes_fetched'] - st0['bytes_fetched'], 0)
+            ck.ok(st['cache_hits'] > st0['cache_hits'], 'exacthit %s: no cache hit counted' % n)
+            res = resident_pages(data)
+            own = set(range(off // page, (off + size - 1) // page + 1))
+            hole = {p for p in res if nxt // page <= p < (nxt + unit) // page}
+            log('exacthit %s: [%d, +%d): %d of its %d pages resident, %d other pages '
+                '(%d in the hole unit at %d; first %r)' % (
+                    n, off, size, len(res & own), len(own), len(res - own), len(hole), nxt,
+                    sorted(res - own)[:8]))
+            ck.eq('exacthit %s: the member\'s pages resident' % n, len(res & own), len(own))
+            ck.eq('exacthit %s: pages resident in the hole unit past it' % n, len(hole), 0)
+            ck.eq('exacthit %s: pages resident outside the member' % n, len(res - own), 0)
+        ck.eq('exacthit: read_errors', m.stats()['read_errors'], 0)
+
+
 def fnv64_hex(b):
     h = 0xcbf29ce484222325
     for c in b:
@@ -2022,7 +2152,8 @@ GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_c
           'concurrency': group_concurrency, 'share': group_share, 'storedown': group_storedown,
           'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch,
           'metablobs': group_metablobs, 'readonce': group_readonce,
-          'randunits': group_randunits, 'unitcrc': group_unitcrc,
+          'randunits': group_randunits, 'exacthit': group_exacthit,
+          'unitcrc': group_unitcrc,
           'fulldisk': group_fulldisk, 'livedamage': group_livedamage,
           'weaketag': group_weaketag}
 
