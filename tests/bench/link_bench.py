@@ -96,6 +96,11 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
   scaling    `shardfs prefetch` with --connections 8, 16, 32, 64 on an emulator at
              --scale-rate-mb per connection: MB/s vs C x rate (goal >= 0.9), with the CPU use
              of the daemon, the emulator and the machine (what limits it)
+
+Environment: SHARDFS_BENCH_DROP=files drops not the machine's page cache (drop_caches) but only
+this run's own files' pages (its cache directories' files), for a machine shared with other
+work: the cold epochs (L8g) are measured as before; a second epoch on one mount and the warm cat
+after L2b then read the mount's page cache (drop_own_files).
 """
 import argparse
 import os
@@ -1051,12 +1056,41 @@ for e in range(epochs):
 STORE_FILES = []  # the store's shard files: warm in the page cache again after a drop
 CHILDREN = []  # epoch processes running (own sessions): killed with their workers on exit
 
+DROP_ROOT = []  # SHARDFS_BENCH_DROP=files: the run's work directory (its cache dirs)
+
+
+def drop_own_files():
+    """SHARDFS_BENCH_DROP=files, on a machine shared with other work: not the machine's page
+    cache, only this run's own cache files' pages (written out, then POSIX_FADV_DONTNEED of each
+    file under the work directory, the mount point left out). What that leaves in memory: the
+    store's files (warm anyway: drop_caches reads them back) and a mount's own page cache,
+    empty on a fresh mount (the cold epochs, L8g); a second epoch on one mount, and the warm
+    cat after L2b, read the mount's page cache instead, so their figures are no use then."""
+    for root in DROP_ROOT:
+        for d, dirs, files in os.walk(root):
+            dirs[:] = [x for x in dirs if not os.path.ismount(os.path.join(d, x))]
+            for n in files:
+                try:
+                    fd = os.open(os.path.join(d, n), os.O_RDONLY | os.O_NOFOLLOW)
+                except OSError:
+                    continue
+                try:
+                    os.fsync(fd)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
+
 
 def drop_caches():
     """Drop the kernel's page cache (root only), then read the store's files again: the next
     epoch reads through the mount, the store still answers from memory. The page cache only
     (1), not the dentries and inodes (3): a training job's next epoch keeps its dentries, and
     with them dropped every open of the next epoch went to the daemon as a LOOKUP again."""
+    if os.environ.get('SHARDFS_BENCH_DROP') == 'files':
+        drop_own_files()
+        return
     try:
         os.sync()
         with open('/proc/sys/vm/drop_caches', 'w') as f:
@@ -1980,6 +2014,7 @@ def main():
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
     a.w = tempfile.mkdtemp(prefix='shardfs-link-', dir='/var/tmp')
+    DROP_ROOT[:] = [a.w]
     emu = None
     try:
         a.shard_dir, a.names = make_dataset(a)
