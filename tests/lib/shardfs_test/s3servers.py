@@ -74,7 +74,13 @@ class S3rver:
             # s3rver's ListObjectsV2 continuation tokens use DES, which Node 20's OpenSSL 3
             # only has in its legacy provider (without it, every truncated listing is a 500)
             env=dict(os.environ, NODE_OPTIONS='--openssl-legacy-provider'))
-        wait_port(self.port, self.proc)
+        try:
+            wait_port(self.port, self.proc)
+        except BaseException:
+            # not listening within the bound (a busy machine): stopped here, or it outlives
+            # the test (nothing else holds it: the constructor never returned)
+            self.stop()
+            raise
 
     def stop(self):
         stop_process(self.proc)
