@@ -30,9 +30,10 @@ is machine-wide and must be marked:
 - declared: a module-level MACHINE_WIDE = {GROUP or '*': 'why'} (a test that loads the machine
   on purpose, or anything the list above cannot see).
 
-The marked tests must have a priority above every other test's (meson starts tests in priority
-order and runs a marked one only after the running ones ended: one among the others would idle
-the second slot until the longest running test ends), so they run first, one by one.
+The marked tests must have a priority above or below every other test's (meson starts tests in
+priority order and runs a marked one only after the running ones ended: one among the others
+would idle the second slot until the longest running test ends), so they run first (or last,
+pkg-deb: it installs what pkg-deb-build made beside the others), one by one.
 
 A test marked but with none of these in reach fails too (a mark that nothing needs costs the
 run its parallelism): it needs MACHINE_WIDE's why, or `SERIAL_WHY` below. Tests whose command
@@ -329,11 +330,14 @@ def main():
     ck.ok(not unread, 'tests whose source was not found: %s' % unread)
     # meson runs a test marked alone only after the running ones ended: one among the others
     # stops the run's second slot until the longest of those ends (mount-manyshards: minutes).
-    # The marked run first (a higher priority: meson starts the tests in priority order).
-    lo = min([t.get('priority', 0) for t in tests if not t['is_parallel']] or [0])
-    late = [t['name'] for t in tests if t['is_parallel'] and t.get('priority', 0) >= lo]
-    ck.ok(not late, 'the tests run alone come first (priority above every other test\'s, %d): '
-          'not above %s' % (lo, late[:8]))
+    # The marked run first or last (a priority above, or below, every other test's: meson
+    # starts the tests in priority order); last is for a test that takes what one of the
+    # others made (pkg-deb installs the package pkg-deb-build built beside the others).
+    par = [t.get('priority', 0) for t in tests if t['is_parallel']] or [0]
+    mid = ['%s (%d)' % (t['name'], t.get('priority', 0)) for t in tests
+           if not t['is_parallel'] and min(par) <= t.get('priority', 0) <= max(par)]
+    ck.ok(not mid, 'the tests run alone come first or last (priority above every other '
+          'test\'s, %d, or below, %d): not %s' % (max(par), min(par), mid[:8]))
     n = sum(1 for t in tests if not t['is_parallel'])
     print('lint-parallel: %d tests, %d run alone' % (len(tests), n))
     return ck.status()
