@@ -241,8 +241,10 @@ class LoopbackProxy:
         self.sock.listen(128)
         self.conns = []
         # a failed test prints the requests it saw (diag.py)
-        self.diag = diag.add('%s on port %d (to port %d): its requests' % (
-            type(self).__name__, self.port, upstream_port), self.request_lines)
+        self.diag = diag.add('%s on port %d (%s): its requests' % (
+            type(self).__name__, self.port,
+            'to port %d' % upstream_port if upstream_port is not None else 'no upstream'),
+            self.request_lines)
         threading.Thread(target=self._accept, daemon=True).start()
 
     def request_lines(self):
