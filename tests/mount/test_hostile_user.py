@@ -91,6 +91,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test.mount import log, poll, read_result, write_file  # noqa: E402
 from shardfs_test import web  # noqa: E402
+from shardfs_test.systemd import unit_commands  # noqa: E402
 
 # How long a thread may take to finish (joined, never slept for)
 DEADLINE_S = ml.POLL_TIMEOUT
@@ -782,32 +783,6 @@ UNIT = os.environ.get('SHARDFS_TEST_UNIT') or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), '..', '..', 'dist', 'shardfs@.service.in')
 
 
-def unit_commands(bindir, uenv):
-    """{key: [argv, ...]} of the unit's Exec* lines and its [Service] settings, as systemd
-    expands them ($VAR splits into words, ${VAR} is one word)."""
-    import shlex
-    execs, settings = {}, {}
-    with open(UNIT) as f:
-        for ln in f:
-            ln = ln.strip()
-            if not ln or ln.startswith('#') or '=' not in ln:
-                continue
-            k, _, v = ln.partition('=')
-            if not k.startswith('Exec'):
-                settings[k] = v
-                continue
-            words = []
-            for w in shlex.split(v.replace('@BINDIR@', bindir)):
-                if w.startswith('${'):
-                    words.append(uenv[w[2:-1]])
-                elif w.startswith('$'):
-                    words += uenv[w[1:]].split()
-                else:
-                    words.append(w)
-            execs.setdefault(k, []).append(words)
-    return execs, settings
-
-
 def group_unit_recover(env, ck):
     import socket
     src = env.path('ds')
@@ -822,7 +797,7 @@ def group_unit_recover(env, ck):
     # ExecStartPre's stat would pass by that alone)
     uenv = {'SOURCE': src, 'MOUNTPOINT': mnt,
             'OPTIONS': '--cache-dir %s --timeout 0' % env.path('cache')}
-    execs, settings = unit_commands(os.path.dirname(env.shardfs), uenv)
+    execs, settings = unit_commands(UNIT, uenv, {'@BINDIR@': os.path.dirname(env.shardfs)})
     log('unit: %r %r' % (settings, execs))
     ck.eq('the unit is Type=notify', settings.get('Type'), 'notify')
     sock_path = env.path('notify.sock')

@@ -16,7 +16,6 @@ Needs root, /dev/fuse, dpkg-dev, debhelper, dh-python, lintian (scripts/install-
 import hashlib
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test.checks import Checks, skip  # noqa: E402
+from shardfs_test.systemd import unit_commands  # noqa: E402
 
 root, group, outdir = sys.argv[1], sys.argv[2], sys.argv[3]
 CK = Checks('pkg-deb-build' if group == 'build' else 'pkg-deb')
@@ -298,21 +298,7 @@ def g_install():
         mnt = os.path.join(tmp, 'unit-mnt')
         uenv = {'SOURCE': data, 'MOUNTPOINT': mnt,
                 'OPTIONS': '--layout imagefolder --cache-dir %s/unit-cache -o allow_other' % tmp}
-        execs = {}
-        with open(unit) as f:
-            for ln in f:
-                k, _, v = ln.strip().partition('=')
-                if k in ('ExecStartPre', 'ExecStart', 'ExecStop'):
-                    # systemd: $VAR splits into words, ${VAR} is one word
-                    words = []
-                    for w in shlex.split(v):
-                        if w.startswith('${'):
-                            words.append(uenv[w[2:-1]])
-                        elif w.startswith('$'):
-                            words += uenv[w[1:]].split()
-                        else:
-                            words.append(w)
-                    execs.setdefault(k, []).append(words)
+        execs = unit_commands(unit, uenv)[0]
         check(execs.get('ExecStart', [['']])[0][0] == '/usr/bin/shardfs',
               'the unit runs /usr/bin/shardfs')
         for cmd in execs['ExecStartPre']:  # in order, as systemd runs them

@@ -26,6 +26,7 @@ Modules (import the ones you need; none is imported here):
               plan's fills ended (fetched: its ranges neither queued nor in flight)
   diag        the request lists of the running servers and proxies a failed test prints
               (mount.Env.diagnose)
+  systemd     a unit file's Exec* lines as the argv systemd makes of them ($VAR, ${VAR})
   hostile     the hostile passes' (tests/mount/test_hostile1*.py) source of small shards, a client
               command checked exactly, a mount that must succeed, spawned commands followed
               (test_ctl_wait.py uses those too)
