@@ -90,6 +90,7 @@ Internal: test_cache.py --reader MANIFEST.json (a reader subprocess).
 import sys
 sys.dont_write_bytecode = True
 
+import contextlib  # noqa: E402
 import errno  # noqa: E402
 import glob  # noqa: E402
 import shutil  # noqa: E402
@@ -1469,10 +1470,35 @@ def group_readonce(env, ck, ng):
                   st['store_connects'] - before['store_connects']))
 
 
+def bin_members(tar):
+    """{name: (offset of its data, size)} of the .bin members of the tar file at path tar."""
+    import tarfile
+    with tarfile.open(tar) as t:
+        return {m.name: (m.offset_data, m.size) for m in t.getmembers()
+                if m.isfile() and m.name.endswith('.bin')}
+
+
+@contextlib.contextmanager
+def full_cache_mount(env, ck, ng, src, label):
+    """A mount of ng's json/ source with a full cache (the groups randunits and exacthit):
+    2 MiB of cache in 1 MiB chunks (64 KiB units), 4 connections, no warm, no shard fetched
+    ahead, its indexes listed, then a-fill.tar (4 MiB, twice the cache) read in sequence and
+    checked against src: a miss after it fills only the units it reads. Yields the mount."""
+    ng.start()
+    opts = ['--cache-size', '2M', '--chunk-size', '1M', '--connections', '4', '--warm', 'off',
+            '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
+        for d, _, files in os.walk(m.mnt):  # the indexes
+            files.sort()
+        got = ml.read_all(os.path.join(m.mnt, 'a-fill.tar'))
+        with open(os.path.join(src, 'a-fill.tar'), 'rb') as f:
+            ck.ok(got == f.read(), '%s: a-fill.tar differs from the source' % label)
+        yield m
+
+
 def group_randunits(env, ck, ng):
     """Random reads of data that does not fit fill only the units they read (64 KiB, a
     sixteenth of the chunk here), not whole chunks that would be evicted before their neighbours are read."""
-    import tarfile
     unit = 64 * 1024
     shards = {'a-fill.tar': [4 * MiB], 'b-rand.tar': [20000] * 64}
     shards.update({'c-%d.tar' % i: [20000] * 4 for i in range(4)})
@@ -1480,9 +1506,8 @@ def group_randunits(env, ck, ng):
     src, refs = build_source(env, shards)
     rand = os.path.join(src, 'b-rand.tar')
     rsize = os.path.getsize(rand)
-    with tarfile.open(rand) as t:
-        loc = {m.name: (m.offset_data, m.size) for m in t.getmembers() if m.isfile()}
-    names = sorted(n for n in loc if n.endswith('.bin'))
+    loc = bin_members(rand)
+    names = sorted(loc)
     # every 12th member, backwards, from the 17th last: no read starts near where the one
     # before ended (the index build's last read ended near the shard's end), so none is
     # sequential
@@ -1495,16 +1520,7 @@ def group_randunits(env, ck, ng):
         units |= new
     want = sum(min(unit, rsize - u * unit) for u in units)
     log('randunits: members at %r, units %r' % ([loc[n][0] for n in pick], sorted(units)))
-    ng.start()
-    opts = ['--cache-size', '2M', '--chunk-size', '1M', '--connections', '4', '--warm', 'off',
-            '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
-    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
-        for d, _, files in os.walk(m.mnt):  # the indexes
-            files.sort()
-        # fill the cache: a sequential read of a shard twice its size
-        got = ml.read_all(os.path.join(m.mnt, 'a-fill.tar'))
-        with open(os.path.join(src, 'a-fill.tar'), 'rb') as f:
-            ck.ok(got == f.read(), 'randunits: a-fill.tar differs from the source')
+    with full_cache_mount(env, ck, ng, src, 'randunits') as m:
         for rnd in (1, 2):
             before = m.stats()
             for n in pick:
@@ -1524,9 +1540,7 @@ def group_randunits(env, ck, ng):
         # members read in several requests each (300000 bytes): the requests of one member
         # are in sequence, yet no readahead starts (less than 1 MiB read in a row)
         big = os.path.join(src, 'd-big.tar')
-        with tarfile.open(big) as t:
-            bloc = {mm.name: (mm.offset_data, mm.size) for mm in t.getmembers()
-                    if mm.name.endswith('.bin')}
+        bloc = bin_members(big)
         bnames = sorted(bloc)
         bunits = set()
         for n in (bnames[12], bnames[4]):
@@ -1614,28 +1628,15 @@ def group_exacthit(env, ck, ng):
     """A cache hit's read of its cache data file brings in the hit's pages and none of the
     sparse file's holes past them (the readahead of that read would zero-fill a page for every
     block not mapped)."""
-    import tarfile
     unit = 64 * 1024
     page = os.sysconf('SC_PAGE_SIZE')
     shards = {'a-fill.tar': [4 * MiB], 'd-big.tar': [300000] * 16}
     src, refs = build_source(env, shards)
     big = os.path.join(src, 'd-big.tar')
-    with tarfile.open(big) as t:
-        bloc = {mm.name: (mm.offset_data, mm.size) for mm in t.getmembers()
-                if mm.name.endswith('.bin')}
+    bloc = bin_members(big)
     bnames = sorted(bloc)
     pick = [bnames[12], bnames[4], bnames[8]]
-    ng.start()
-    opts = ['--cache-size', '2M', '--chunk-size', '1M', '--connections', '4', '--warm', 'off',
-            '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
-    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
-        for d, _, files in os.walk(m.mnt):  # the indexes
-            files.sort()
-        # the cache full (a sequential read of a shard twice its size): a miss then fills
-        # only the units it reads
-        got = ml.read_all(os.path.join(m.mnt, 'a-fill.tar'))
-        with open(os.path.join(src, 'a-fill.tar'), 'rb') as f:
-            ck.ok(got == f.read(), 'exacthit: a-fill.tar differs from the source')
+    with full_cache_mount(env, ck, ng, src, 'exacthit') as m:
         member = {}
         for n in pick:  # each fills its own units (the randunits group counts them)
             member[n] = os.path.join(m.mnt, shard_dir_rel('d-big.tar'), n)
