@@ -74,10 +74,17 @@ static int run_fusermount(const char *dir, int lazy, char *err, size_t cap)
 	       WEXITSTATUS(status) != 0;
 }
 
-/* 1 when link (a /proc/PID/{cwd,root,fd/N}) is dir or below it, on the
- * mount's device dev: a daemon's fd of the directory the mount covers has
- * the same path and holds nothing. */
-static int link_inside(const char *link, const char *dir, dev_t dev)
+/* What link (a /proc/PID/{cwd,root,fd/N}) is of the mount at dir (device
+ * dev): LINK_OUT not in it (a daemon's fd of the directory the mount
+ * covers has the same path and holds nothing; a link gone meanwhile: its
+ * fd closed, its process ended), LINK_IN a file or directory in it,
+ * LINK_CTL a file of its .shardfs, a control file. The link is read once:
+ * read again, a control file closed between the reads (its user leaving,
+ * a reader of the counters between two reads) looked like a file that is
+ * not one (mount-ctlwait-umount-prefetch, 3 of 8 runs two at a time). */
+enum link_kind { LINK_OUT, LINK_IN, LINK_CTL };
+
+static enum link_kind link_kind(const char *link, const char *dir, dev_t dev)
 {
 	char t[PATH_MAX];
 	ssize_t n = readlink(link, t, sizeof(t) - 1);
@@ -85,26 +92,14 @@ static int link_inside(const char *link, const char *dir, dev_t dev)
 	struct stat st;
 
 	if (n <= 0)
-		return 0;
+		return LINK_OUT;
 	t[n] = '\0';
 	if (strncmp(t, dir, dl) != 0 || (t[dl] != '\0' && t[dl] != '/'))
-		return 0;
+		return LINK_OUT;
 	/* a dead mount's files answer no stat: they count */
-	return stat(link, &st) < 0 || st.st_dev == dev;
-}
-
-/* Is link (a /proc/PID/fd/N inside the mount at dir) a file of the
- * mount's .shardfs, a control file? */
-static int link_ctl(const char *link, const char *dir)
-{
-	char t[PATH_MAX];
-	ssize_t n = readlink(link, t, sizeof(t) - 1);
-	size_t dl = strlen(dir);
-
-	if (n <= 0)
-		return 0;
-	t[n] = '\0';
-	return strncmp(t, dir, dl) == 0 && strncmp(t + dl, "/.shardfs/", 10) == 0;
+	if (stat(link, &st) < 0 ? errno == ENOENT : st.st_dev != dev)
+		return LINK_OUT;
+	return strncmp(t + dl, "/.shardfs/", 10) == 0 ? LINK_CTL : LINK_IN;
 }
 
 /* What holds a mount busy, as /proc shows this user's processes: how many
@@ -126,18 +121,20 @@ static const char *holder_why(long pid, const char *dir, dev_t dev, int *ctl_onl
 
 	*ctl_only = 0;
 	snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
-	if (link_inside(path, dir, dev))
+	if (link_kind(path, dir, dev) != LINK_OUT)
 		return "its working directory";
 	snprintf(path, sizeof(path), "/proc/%ld/root", pid);
-	if (link_inside(path, dir, dev))
+	if (link_kind(path, dir, dev) != LINK_OUT)
 		return "its root directory";
 	snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
 	fds = opendir(path);
 	for (struct dirent *d; fds && (d = readdir(fds));) {
+		enum link_kind k;
+
 		snprintf(path, sizeof(path), "/proc/%ld/fd/%.20s", pid, d->d_name);
-		if (d->d_name[0] == '.' || !link_inside(path, dir, dev))
+		if (d->d_name[0] == '.' || (k = link_kind(path, dir, dev)) == LINK_OUT)
 			continue;
-		if (!link_ctl(path, dir)) {
+		if (k != LINK_CTL) {
 			why = "an open file";
 			*ctl_only = 0;
 			break;
@@ -266,14 +263,24 @@ static int64_t mono_ms(void)
 /* fusermount found the live mount m busy. When what holds it is control
  * files only (struct holders), ask their users to leave (umount-notice:
  * 'shardfs prefetch' stops following) and unmount once they left, within
- * FS_UMOUNT_LEAVE_MS: 0 unmounted; else 1 (the notice withdrawn, err
- * fusermount's last complaint). */
+ * FS_UMOUNT_LEAVE_MS. A user gone from /proc may hold the mount a while
+ * longer (an exiting process's files close after its fd table went; a
+ * file passed over a socket and not received is in no process's table):
+ * fusermount is tried again while it says busy and no holder shows, at
+ * growing intervals (LEAVE_STEP_MS doubled up to LEAVE_STEP_MAX_MS), until
+ * the bound; until 2026-12-03 it gave up after 5 tries some 10 ms apart
+ * (mount-ctlwait-umount-prefetch, once, at load). 0 unmounted; else 1 (the
+ * notice withdrawn, err fusermount's last complaint; past the bound, said
+ * on stderr). */
+#define LEAVE_STEP_MS	  10
+#define LEAVE_STEP_MAX_MS 250
+
 static int umount_leave(const struct fs_mnt *m, char *err, size_t cap)
 {
 	char line[64];
 	struct holders h;
-	int64_t end = mono_ms() + FS_UMOUNT_LEAVE_MS;
-	int tries = 0;
+	int64_t now, end = mono_ms() + FS_UMOUNT_LEAVE_MS;
+	int64_t step = LEAVE_STEP_MS, wait;
 
 	scan_holders(m->dir, m->dev, 0, &h);
 	if (m->state != FS_MNT_LIVE || !h.ctl_only || h.found != h.ctl_only)
@@ -281,15 +288,28 @@ static int umount_leave(const struct fs_mnt *m, char *err, size_t cap)
 	snprintf(line, sizeof(line), "umount-notice %d\n", FS_UMOUNT_LEAVE_MS);
 	umount_ctl(m->dir, line); /* an older mount: its users may still leave */
 	for (;;) {
+		wait = LEAVE_STEP_MS; /* a look at /proc: cheap */
 		if (!h.found) {
 			if (run_fusermount(m->dir, 0, err, cap) == 0)
 				return 0;
-			if (!strstr(err, strerror(EBUSY)) || ++tries == 5)
+			if (!strstr(err, strerror(EBUSY)))
 				break;
+			wait = step; /* a run of fusermount: a fork and exec */
+			step = step * 2 < LEAVE_STEP_MAX_MS ? step * 2 : LEAVE_STEP_MAX_MS;
 		}
-		if (h.found != h.ctl_only || mono_ms() >= end)
+		if (h.found != h.ctl_only)
 			break;
-		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+		now = mono_ms();
+		if (now >= end) {
+			fprintf(stderr,
+				"shardfs: %s is still busy %d s after its control-file users were "
+				"asked to leave\n",
+				FS_Q(m->dir), FS_UMOUNT_LEAVE_MS / 1000);
+			break;
+		}
+		if (wait > end - now)
+			wait = end - now;
+		nanosleep(&(struct timespec){wait / 1000, (long)(wait % 1000) * 1000 * 1000}, NULL);
 		scan_holders(m->dir, m->dev, 0, &h);
 	}
 	umount_ctl(m->dir, "umount-notice 0\n");

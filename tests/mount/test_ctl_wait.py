@@ -12,7 +12,14 @@ GROUP:
                    prefetch alone, exit 0 (the mount gone, the daemon exited 0) and the prefetch
                    ends with exit 1 saying the mount is being unmounted (main before this test
                    refused it as busy); a control file held open by a process that never leaves:
-                   one notice, exit 1 after the bound (FS_UMOUNT_LEAVE_MS) naming it
+                   one notice, exit 1 after the bound (FS_UMOUNT_LEAVE_MS) naming it; a
+                   control-file user /proc shows gone while the kernel holds the mount
+                   (unseen_user): it leaves after 6 busy tries since the notice, exit 0; it
+                   never leaves, exit 1 at the bound saying so (main before: exit 1 after 5
+                   tries, some 10 ms apart); again with a reader of
+                   the counters reading .shardfs/stats again and again meanwhile: a
+                   control-file user, not another holder (before: the umount gave up at its
+                   first look in 2 of 2 runs; 8 of the 33 checks fail on main)
   wait-eintr       'prefetch-wait RUN 1000' from a process, signalled (SIGUSR1, a handler) while
                    the mount holds its wait: the ioctl ends with EINTR and the mount counts one
                    interrupted wait (prefetch_wait_interrupts 1); a 'umount-notice' ends a held
@@ -37,8 +44,10 @@ import errno
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
@@ -163,6 +172,103 @@ def group_umount_prefetch(env, ck):
             os.close(fd)
         r = env.run([env.shardfs, 'umount', m.mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
         ck.eq('stats closed: umount exit', r.returncode, 0)
+    unseen_user(env, ck, 'c', True)
+    unseen_user(env, ck, 'd', False)
+    unseen_user(env, ck, 'e', False, churn=True)
+
+
+def unseen_user(env, ck, tag, leaves, churn=False):
+    """A control-file user that /proc shows gone while the kernel still holds the mount (as an
+    exiting process's files close after its fd table went): .shardfs/stats open here (seen:
+    the umount-notice goes out) and opened once more, that file passed over a unix socket and
+    not received (held by the socket's queue, in no process's fds). fusermount3 runs through
+    a wrapper that logs its exit status. The seen file closed, 'shardfs umount' finds no holder
+    and fusermount says busy; leaves: after the 6th busy try since the notice (main gave up
+    after 5: 6 in all with the one before the notice), the file received and closed, and the
+    umount exits 0; else it exits 1 at the bound (FS_UMOUNT_LEAVE_MS) saying so, having tried
+    more than 5 times since the notice, and the notice is withdrawn. churn: a reader of the
+    counters beside it (a thread that reads .shardfs/stats again and again until the umount
+    ends) is a control-file user too, never another holder: a file closed between two reads
+    of its /proc link looked like an open file that is not a control file, and the umount gave
+    up at once."""
+    tries = env.path('fusermount-%s.log' % tag)
+    wrap = env.path('wrap-%s' % tag)
+    os.makedirs(wrap)
+    ml.write_file(os.path.join(wrap, 'fusermount3'), (
+        '#!/bin/sh\n%s "$@"\nrc=$?\necho $rc >>%s\nexit $rc\n'
+        % (shutil.which('fusermount3'), tries)).encode())
+    os.chmod(os.path.join(wrap, 'fusermount3'), 0o755)
+    cmd_env = dict(env.env, PATH=wrap + os.pathsep + env.env.get('PATH', ''))
+
+    def busy_tries():
+        with open(tries, 'a+') as f:
+            f.seek(0)
+            return f.read().split()
+
+    with Held(env, tag) as h:
+        m = h.m
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        seen = os.open(os.path.join(m.mnt, '.shardfs', 'stats'), os.O_RDONLY)
+        unseen = os.open(os.path.join(m.mnt, '.shardfs', 'stats'), os.O_RDONLY)
+        socket.send_fds(a, [b'f'], [unseen])
+        os.close(unseen)
+        out = open(env.path('umount-%s.out' % tag), 'w+b')
+        err = open(env.path('umount-%s.err' % tag), 'w+b')
+        p = subprocess.Popen([env.shardfs, 'umount', m.mnt], stdin=subprocess.DEVNULL,
+                             stdout=out, stderr=err, env=cmd_env)
+        try:
+            ml.poll(lambda: m.stats().get('umount_notices') == 1 or p.poll() is not None,
+                    what='%s: the umount-notice sent' % tag)
+            os.close(seen)
+            seen = None
+            if churn:
+                def reader():
+                    stats = os.path.join(m.mnt, '.shardfs', 'stats')
+                    while p.poll() is None:
+                        with open(stats, 'rb') as f:
+                            f.read()
+                th = threading.Thread(target=reader, daemon=True)
+                th.start()
+            if leaves:
+                # the try before the notice, and 6 since
+                ml.poll(lambda: len(busy_tries()) >= 7 or p.poll() is not None,
+                        what='%s: 7 tries of fusermount3' % tag)
+                n = len(busy_tries())
+                _, fds, _, _ = socket.recv_fds(b, 1, 1)
+                for fd in fds:
+                    os.close(fd)
+            rc, o, e = ended(p, out, err)
+            if churn:
+                th.join(60)
+            t = busy_tries()
+            log('%s: fusermount3 exit statuses %s' % (tag, ' '.join(t)))
+            if leaves:
+                ck.eq('%s: the user left after 6 busy tries since the notice: umount exit, '
+                      'said' % tag, (rc, e), (0, ''))
+                ck.eq('%s: fusermount3 busy 7 times first' % tag, t[:7], ['1'] * 7)
+                ck.eq('%s: fusermount3 ran until it unmounted' % tag,
+                      (len(t) > n, t[-1:]), (True, ['0']))
+                ck.ok(not ml.is_mounted(m.mnt), '%s: %s still mounted' % (tag, m.mnt))
+            else:
+                ck.eq('%s: a user that never leaves: umount exit' % tag, rc, 1)
+                ck.ok(e.startswith('shardfs: %s is still busy 5 s after its control-file users '
+                                   'were asked to leave\nshardfs: %s is busy, not unmounted; '
+                                   'held by:\n' % (m.mnt, m.mnt)),
+                      '%s: what umount says: %r' % (tag, e))
+                ck.ok(len(t) > 6 and set(t) == {'1'},
+                      '%s: fusermount3 tried again while busy, up to the bound: %s' % (tag, t))
+                ck.ok(ml.is_mounted(m.mnt), '%s: unmounted' % tag)
+                ck.eq('%s: notices sent' % tag, m.stats().get('umount_notices'), 1)
+                ck.eq('%s: the notice withdrawn: a prefetch-wait after it' % tag,
+                      ml.control_errno(m.mnt, 'prefetch-wait 1 10'), None)
+        finally:
+            if seen is not None:
+                os.close(seen)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            a.close()
+            b.close()
 
 
 # The waiting process of wait-eintr: one 'prefetch-wait RUN 1000' per line "go" on stdin, through
