@@ -916,20 +916,29 @@ def group_lookahead(env, ck):
             planread.publish(ck, m.mnt, 'skip', env.path('plan-skip'),
                              ['%s/%s' % (sh, mb) for sh, mb, _ in planned[:16]])
 
-            def handed(paths):
-                st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] >= paths and
-                                      s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
-                return st['plan_fetch_paths'], st['plan_fetch_bytes'], st['plan_lookahead_bytes']
-            ck.eq('skip: publishing (paths, bytes handed over, lookahead)', handed(8),
-                  (8, 8 * L, 8 * L))
+            def handed(want):
+                # The three counters are read without the planner's lock, and the lookahead
+                # is written at the end of its pass: a read between the last path counted and
+                # that write sees the pass half done. So wait for the whole tuple (and no fill
+                # in flight); a tuple that never comes raises after the poll's bound, with the
+                # mount's diagnosis.
+                def now():
+                    s = m.stats()
+                    t = (s['plan_fetch_paths'], s['plan_fetch_bytes'], s['plan_lookahead_bytes'])
+                    return t if t == want and s['fills_inflight'] == 0 else None
+                return ml.poll(now, what='the planner to hand over (paths, bytes, lookahead) '
+                               '%r, no fill in flight' % (want,))
+            want = (8, 8 * L, 8 * L)
+            ck.eq('skip: publishing (paths, bytes handed over, lookahead)', handed(want), want)
             for i in (1, 4):
                 read(os.path.join(m.mnt, planned[i][0], planned[i][1]))
-            ck.eq('skip: 3 paths behind the position (paths, bytes, lookahead)', handed(10),
-                  (10, 10 * L, 5 * L))
+            want = (10, 10 * L, 5 * L)
+            ck.eq('skip: 3 paths behind the position (paths, bytes, lookahead)', handed(want), want)
             for i in (7, 9):
                 read(os.path.join(m.mnt, planned[i][0], planned[i][1]))
+            want = (16, 15 * L + L // 2, 5 * L + L // 2)
             ck.eq('skip: 6 behind, at most half the lookahead (paths, bytes, lookahead)',
-                  handed(16), (16, 15 * L + L // 2, 5 * L + L // 2))
+                  handed(want), want)
     finally:
         emu.stop()
 
