@@ -765,12 +765,12 @@ struct cachetier_batch_mem {
  * [ends[g - 1], ends[g]), ends[-1] being 0, ends[nreq - 1] == n), read at
  * once, into their buffers, past the unit store (the stage's GetBatch
  * windows: nothing written to the cache directory, no unit filled,
- * evicted or punched). GetBatch has no If-Match: an object's items are
- * given only once a HEAD sent after every item of that object in the
- * window arrived or failed says its ETag and size are the listed ones
- * (one HEAD per object of the window; why that is enough for memory:
- * cachetier_batchm.c's header); then progress(arg, off + len) (all of buf
- * is final) and done(arg, 0); else done(arg, err): -ESTALE (another
+ * evicted or punched). GetBatch has no If-Match: an item is given once it
+ * arrived and a HEAD sent after every item of its group began or failed
+ * says its object's ETag and size are the listed ones (a group: an
+ * object's items of the window, or of its first request and of its
+ * others; why: cachetier_batchm.c's header); then progress(arg, off +
+ * len) (all of buf is final) and done(arg, 0); else done(arg, err): -ESTALE (another
  * version or gone), -EIO (the HEAD failed, the item failed or was cut),
  * the store's errno, -EAGAIN (no thread), -ECANCELED (cachetier_cancel
  * before its request had a slot). Each done runs exactly once, on the

@@ -3,7 +3,8 @@
  * their answers, commits), their version rule (cachetier_batchv.c: the
  * HEAD groups and their HEADs) and the batch reads into memory
  * (cachetier_batchm.c: the stage's GetBatch windows, which use the slots
- * only: their version rule is a HEAD per object of the window) share.
+ * only: their version rule is a HEAD per object of the window and per
+ * object of its first request) share.
  * Only those three files include it.
  */
 #ifndef CACHETIER_BATCH_I_H

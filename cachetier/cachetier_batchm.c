@@ -17,17 +17,20 @@
  * as every request until 2026-12-03). Their
  * sinks (the store's I/O thread: no lock, no disk) copy each piece into
  * its item's buffer, in order. One window thread (bm_window) applies the
- * version rule to the whole window: one HEAD per object of the window,
- * sent once every item of that object in the window has begun (its first
- * byte arrived) or settled (failed, or its request ended without it); the
- * HEAD's answer decides every item of the object at once, and each is
- * given to its caller (progress then done, no lock held) once the HEAD is
- * back and every item of the object has settled (arrived whole or
- * failed). So a window of k objects sends exactly k HEADs (fewer when no
- * item of an object began: none for it), whatever the timing and however
- * many requests it took; no HEAD is shared with or waits for another
- * window's or a batch fill's. Each object's HEAD is submitted by the
- * window thread as soon as the object's items all began (bm_ask,
+ * version rule to the whole window: one HEAD per HEAD group, an object's
+ * items of the window (in a window of several requests, two groups: its
+ * items of the first request, and its others: bm_new), sent once every
+ * item of the group has begun (its first byte arrived) or settled
+ * (failed, or its request ended without it); the HEAD's answer decides
+ * every item of the group at once, and each is given to its caller
+ * (progress then done, no lock held) once the HEAD is back and the item
+ * itself settled (arrived whole or failed; until 2026-12-04 once every
+ * item of its object had). So a window of k objects, j of them in its
+ * first request when it has several, sends exactly k + j HEADs (fewer
+ * when no item of a group began: none for it), whatever the timing; no
+ * HEAD is shared with or waits for another
+ * window's or a batch fill's. Each group's HEAD is submitted by the
+ * window thread as soon as the group's items all began (bm_ask,
  * backend_head_follow_submit) and its end told on the store's I/O thread
  * (bm_headed): no object waits for another's HEAD, no thread waits for
  * one, and the HEAD's round trip overlaps the rest of its items' transfer
@@ -39,13 +42,13 @@
  *
  * A HEAD's two hops (AIStore's proxy answers an object's HEAD with a 307 to
  * its target, which answers it): the first goes with the window's requests
- * (backend_head_ahead, one per object), its redirect kept unfollowed; the
+ * (backend_head_ahead, one per group), its redirect kept unfollowed; the
  * object's HEAD follows it (backend_head_follow_submit), so the HEAD on
  * the window's path costs the target's round trip only. The proxy's answer
  * is a redirect chosen by the object's name, none of its state: what the
  * rule below reads is the target's answer, sent when the window thread
  * asks for it, or when the proxy's answer comes if that is later (S
- * below). An object none of whose items began
+ * below). A group none of whose items began
  * drops its redirect unfollowed. Stores that answer a HEAD at once (no
  * redirect) get the whole HEAD at S, as before.
  *
@@ -68,13 +71,15 @@
  *   the target opened it for j.
  * - When the target opened it. O_j is before the target sent j's first
  *   byte, so before that byte arrived here (A_j: the sink, off == the
- *   item's off, sets begun[j] and only then counts j off its object's
- *   open tally). The HEAD is sent at S > A_j for every begun item j of
- *   the object (the window thread asks for it after the tally read
- *   zero; it goes then or at the proxy's answer, later), and the
+ *   item's off, sets begun[j] and only then counts j off its group's
+ *   open tally). The group's HEAD is sent at S > A_j for every begun
+ *   item j of the group (the window thread asks for it after the tally
+ *   read zero; it goes then or at the proxy's answer, later), and the
  *   store answers it at H > S. So O_j < A_j < S < H for every item of
- *   the object whose bytes may be given (an item that did not begin has
- *   no bytes to give: it is refused).
+ *   the group whose bytes may be given (an item that did not begin has
+ *   no bytes to give: it is refused). Which items make a group does not
+ *   enter the argument: each item is given on a HEAD sent after it
+ *   began.
  * - What the HEAD then proves. It says the ETag and size listed (V, the
  *   identity cachetier_obj_read_mem sends as If-Match) at H. Suppose some
  *   V_j were another version V'. The object was V at the listing, V' at
@@ -85,7 +90,7 @@
  *   the first add nothing to prove), and as the batch fills'
  *   (cachetier_batchv.c). Any other replacement before H (before the
  *   item was opened, or after it but before the HEAD) leaves another ETag
- *   (or none) at H: every item of the object in the window is refused
+ *   (or none) at H: every item of the group is refused
  *   (-ESTALE) and its reads go the ordinary way, which gives the bytes or
  *   the errno they give without the stage. A replacement after H changes
  *   nothing already opened, so bytes still streaming are of V.
@@ -98,7 +103,7 @@
  *
  * A buffer's bytes are never rewritten after they were given: the sink
  * takes each byte once, in order (off == next), and an item is given once,
- * after its object's settled tally reached zero (so after its last byte),
+ * once it settled (after its last byte) and its group's HEAD is back,
  * by the window thread alone. An item failed or cut (backend_batch_read's
  * err[i]), or whose HEAD failed, is refused with an errno; a request that
  * could not start (no slot, the tier stops, no thread) refuses its items.
@@ -124,19 +129,21 @@
 
 #include "cachetier_batch_i.h"
 
-/* An object of the window: its items not begun yet (no byte arrived and not
- * settled: the sink's and the readers' tally; zero: its HEAD may go), its
- * items not settled yet (zero: its items may be given once the HEAD is
- * back), its HEAD's answer, and where the window thread is with it. */
+/* A HEAD group of the window: an object's items of the window, or, in a
+ * window of several requests, its items of the first request and its items
+ * of the others (two groups, a HEAD each: bm_new): its items not begun yet
+ * (no byte arrived and not settled: the sink's and the readers' tally;
+ * zero: its HEAD may go), its HEAD's answer, and where the window thread
+ * is with it. */
 struct bm_win;
 struct bm_obj {
 	struct ct_file *f;
+	int first; /* the group of the object's items of the window's first request */
 	atomic_uint open;
-	atomic_uint left;
 	atomic_int headed; /* its HEAD's end set v (and posted the window's arrive) */
 	int v;		   /* the HEAD's answer: 0, -ESTALE, -EIO (written before headed) */
 	int asked;	   /* the window thread: its HEAD sent (or no HEAD needed) */
-	int given;	   /* the window thread: its items were given */
+	int given;	   /* the window thread: every item of it was given */
 	int started;	   /* its HEAD thread runs (joined by the window thread) */
 	pthread_t th;
 	struct bm_win *w;
@@ -170,11 +177,15 @@ struct bm_win {
 	uint64_t *next;			  /* object offset of the next byte expected */
 	uint8_t *whole;			  /* 1: arrived whole (the sink's) */
 	uint8_t *begun;			  /* 1: its first byte arrived (the sink's) */
+	atomic_uchar *settled;		  /* 1: arrived whole or failed (whole, ierr final) */
+	uint8_t *given;			  /* 1: given to its caller (the window thread's) */
 	int *ierr;			  /* an item not whole: its errno (its reader's) */
 	size_t *obj;			  /* item -> window object */
 	struct bm_obj *o;
 	struct bm_rd *rd;
-	sem_t arrive;	     /* posted at each item whole, each request's end, the launch's */
+	sem_t arrive;	     /* posted at a group's items all begun or all settled, an item settled
+			      * once its group's HEAD is back, a HEAD's end, each request's end,
+			      * the launch */
 	atomic_size_t ended; /* requests that ended (or never started) */
 	atomic_int launched; /* the caller started or refused every request */
 	atomic_int refs;     /* the window thread's and the caller's: the last frees */
@@ -189,9 +200,21 @@ static void bm_tally(struct bm_win *w, atomic_uint *t)
 		sem_post(&w->arrive);
 }
 
+/* Item j settled (whole, or w->ierr[j] set): marked, and the window thread
+ * told if its group's HEAD is back (it gives the item now); else the
+ * HEAD's end tells it. settled is stored before headed is loaded, as
+ * headed is stored before the window thread loads settled (bm_verdict,
+ * bm_ask; seq_cst both): one of the two sees the other. */
+static void bm_item_settled(struct bm_win *w, size_t j)
+{
+	atomic_store(&w->settled[j], 1);
+	if (atomic_load(&w->o[w->obj[j]].headed))
+		sem_post(&w->arrive);
+}
+
 /* backend_batch_sink_cb, the store's I/O thread: item a + i's bytes at
- * off, copied into its buffer in order; an item that came whole is
- * counted off its object's tally and told to the window thread. */
+ * off, copied into its buffer in order; an item's first byte counts it
+ * off its group's tally of items not begun, its last settles it. */
 static int bm_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t len)
 {
 	struct bm_rd *rd = arg;
@@ -212,13 +235,13 @@ static int bm_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t le
 	w->next[j] += len;
 	if (w->next[j] == end) {
 		w->whole[j] = 1;
-		bm_tally(w, &w->o[w->obj[j]].left);
+		bm_item_settled(w, j);
 	}
 	return 0;
 }
 
 /* Items [a, b) that did not come whole are settled with err (or their
- * own errno): counted off their objects' tallies. */
+ * own errno), those not begun counted off their groups' tallies. */
 static void bm_settle(struct bm_win *w, size_t a, size_t b, int ret)
 {
 	for (size_t j = a; j < b; j++) {
@@ -229,9 +252,9 @@ static void bm_settle(struct bm_win *w, size_t a, size_t b, int ret)
 		if (ret == -EOPNOTSUPP || ret == -ENOMEM || e == 0)
 			e = ret < 0 ? ret : -EIO;
 		w->ierr[j] = e;
+		bm_item_settled(w, j);
 		if (!w->begun[j])
 			bm_tally(w, &w->o[w->obj[j]].open);
-		bm_tally(w, &w->o[w->obj[j]].left);
 	}
 }
 
@@ -324,7 +347,7 @@ static void bm_verdict(struct bm_obj *o, int herr, const struct backend_objinfo 
 		v = -ESTALE;
 	o->stale = v == -ESTALE;
 	o->v = v;
-	atomic_store_explicit(&o->headed, 1, memory_order_release);
+	atomic_store(&o->headed, 1); /* seq_cst: bm_item_settled */
 }
 
 /* Object o's HEAD submitted (backend_head_follow_submit) ended: on the
@@ -384,7 +407,7 @@ static void bm_ask(struct bm_win *w, size_t x)
 		o->ahead = NULL;
 		backend_head_drop_nowait(w->ct->be, h); /* no item began: no HEAD */
 		o->v = 0;
-		atomic_store_explicit(&o->headed, 1, memory_order_release);
+		atomic_store(&o->headed, 1); /* seq_cst: bm_item_settled */
 		return;
 	}
 	atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed); /* bm_headed's */
@@ -403,18 +426,27 @@ static void bm_ask(struct bm_win *w, size_t x)
 		bm_head(o);
 }
 
-/* Object o's items given, once its HEAD is back and every item settled:
- * each its bytes (the HEAD confirmed the listed version) or its refusal.
- * The window thread; no lock held. */
-static void bm_give(struct bm_win *w, struct bm_obj *o)
+/* Group o's items that settled and were not given yet, given, its HEAD
+ * being back: each its bytes (the HEAD, sent after it began, confirmed
+ * the listed version) or its refusal; each item once, as soon as it
+ * settled (until 2026-12-04 only once every item of its object in the
+ * window had: a reader of the window's first item waited for the answers'
+ * last items of its object). Returns the group's items not given yet. The
+ * window thread; no lock held. */
+static size_t bm_give(struct bm_win *w, struct bm_obj *o)
 {
-	size_t x = (size_t)(o - w->o);
+	size_t x = (size_t)(o - w->o), left = 0;
 
 	for (size_t j = 0; j < w->n; j++) {
 		const struct cachetier_batch_mem *it = &w->it[j];
 
-		if (w->obj[j] != x)
+		if (w->obj[j] != x || w->given[j])
 			continue;
+		if (!atomic_load(&w->settled[j])) { /* seq_cst: bm_item_settled */
+			left++;
+			continue;
+		}
+		w->given[j] = 1;
 		if (!w->whole[j]) {
 			it->done(it->arg, w->ierr[j]);
 		} else if (o->v == 0) {
@@ -425,11 +457,12 @@ static void bm_give(struct bm_win *w, struct bm_obj *o)
 			it->done(it->arg, o->v);
 		}
 	}
+	return left;
 }
 
-/* Objects whose items all began get their HEAD (bm_ask); objects whose
- * HEAD is back and whose items all settled are given. Returns the objects
- * not given yet. The window thread. */
+/* Groups whose items all began get their HEAD (bm_ask); the items of
+ * groups whose HEAD is back are given as they settle. Returns the groups
+ * not wholly given yet. The window thread. */
 static size_t bm_decide(struct bm_win *w)
 {
 	size_t left = 0;
@@ -439,12 +472,8 @@ static size_t bm_decide(struct bm_win *w)
 
 		if (!o->asked && !atomic_load_explicit(&o->open, memory_order_acquire))
 			bm_ask(w, x);
-		if (!o->given && o->asked &&
-		    atomic_load_explicit(&o->headed, memory_order_acquire) &&
-		    !atomic_load_explicit(&o->left, memory_order_acquire)) {
-			o->given = 1;
-			bm_give(w, o);
-		}
+		if (!o->given && o->asked && atomic_load(&o->headed))
+			o->given = bm_give(w, o) == 0;
 		left += !o->given;
 	}
 	return left;
@@ -488,10 +517,14 @@ static void *bm_window(void *arg)
 					 w->ierr[j] != -ECANCELED && w->ierr[j] != -EAGAIN;
 	}
 	for (size_t x = 0; x < w->nobj; x++) {
+		int counted = 0; /* stale: an object once, whatever its groups */
+
 		if (w->o[x].started)
 			pthread_join(w->o[x].th, NULL);
 		w->res.heads += w->o[x].heads;
-		w->res.stale += w->o[x].stale;
+		for (size_t y = 0; y < x; y++)
+			counted |= w->o[y].f == w->o[x].f && w->o[y].stale;
+		w->res.stale += w->o[x].stale && !counted;
 	}
 	for (size_t j = 0; j < w->n; j++)
 		cachetier_obj_unref(w->it[j].o);
@@ -508,19 +541,37 @@ static void *bm_window(void *arg)
 	return NULL;
 }
 
-/* The window's arrays in one block after it. NULL: no memory. */
-static struct bm_win *bm_new(const struct cachetier_batch_mem *it, size_t n, size_t nreq)
+/* The window's arrays in one block after it; its HEAD groups: an object's
+ * items, or, when first > 0 (the window's first request is items [0,
+ * first) and others follow), its items of the first request and its
+ * others, two groups: the first request's HEAD then goes once its own
+ * items began, not once the object's items of every request did (the
+ * requests run at once, each streams its items in order: an object's last
+ * item of the window begins near the requests' ends), so the items the
+ * reader reaches first are given that much sooner, for at most one HEAD
+ * more an object of the first request. NULL: no memory. */
+static struct bm_win *bm_new(const struct cachetier_batch_mem *it, size_t n, size_t nreq,
+			     size_t first)
 {
 	const size_t al = _Alignof(max_align_t);
 	struct bm_win *w;
-	size_t sz[11] = {
-	    sizeof(*w),		  n * sizeof(*w->it),	 n * sizeof(*w->items), n * sizeof(*w->err),
-	    n * sizeof(*w->next), n * sizeof(*w->whole), n * sizeof(*w->ierr),	n * sizeof(*w->obj),
-	    n * sizeof(*w->o),	  nreq * sizeof(*w->rd), n * sizeof(*w->begun)};
-	size_t at[11], total = 0;
+	size_t sz[13] = {sizeof(*w),
+			 n * sizeof(*w->it),
+			 n * sizeof(*w->items),
+			 n * sizeof(*w->err),
+			 n * sizeof(*w->next),
+			 n * sizeof(*w->whole),
+			 n * sizeof(*w->ierr),
+			 n * sizeof(*w->obj),
+			 n * sizeof(*w->o),
+			 nreq * sizeof(*w->rd),
+			 n * sizeof(*w->begun),
+			 n * sizeof(*w->settled),
+			 n * sizeof(*w->given)};
+	size_t at[13], total = 0;
 	char *p;
 
-	for (int k = 0; k < 11; k++) {
+	for (int k = 0; k < 13; k++) {
 		at[k] = total;
 		total += (sz[k] + al - 1) / al * al;
 	}
@@ -538,24 +589,28 @@ static struct bm_win *bm_new(const struct cachetier_batch_mem *it, size_t n, siz
 	w->o = (void *)(p + at[8]);
 	w->rd = (void *)(p + at[9]);
 	w->begun = (void *)(p + at[10]);
+	w->settled = (void *)(p + at[11]);
+	w->given = (void *)(p + at[12]);
 	w->n = n;
 	w->nreq = nreq;
 	memcpy(w->it, it, n * sizeof(*it));
 	for (size_t j = 0; j < n; j++) {
 		struct ct_file *f = it[j].o->file;
+		int one = j < first;
 		size_t x = 0;
 
-		while (x < w->nobj && w->o[x].f != f)
+		while (x < w->nobj && (w->o[x].f != f || w->o[x].first != one))
 			x++;
 		if (x == w->nobj) {
 			w->o[w->nobj].f = f;
+			w->o[w->nobj].first = one;
 			atomic_init(&w->o[w->nobj].open, 0);
 			atomic_init(&w->o[w->nobj].headed, 0);
-			atomic_init(&w->o[w->nobj++].left, 0);
+			w->nobj++;
 		}
 		atomic_fetch_add_explicit(&w->o[x].open, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&w->o[x].left, 1, memory_order_relaxed);
 		w->obj[j] = x;
+		atomic_init(&w->settled[j], 0);
 		w->next[j] = it[j].off;
 		w->items[j].key = f->key;
 		w->items[j].off = it[j].off;
@@ -592,7 +647,7 @@ int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_
 	}
 	if (nreq == 0 || ends[nreq - 1] != n)
 		return -EINVAL;
-	w = bm_new(it, n, nreq);
+	w = bm_new(it, n, nreq, nreq > 1 ? ends[0] : 0);
 	if (!w)
 		return -ENOMEM;
 	w->ct = ct;

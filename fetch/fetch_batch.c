@@ -10,7 +10,8 @@
  * later ones share HEADs with other requests (at most a round trip later,
  * for fewer HEADs: their readers get there later). A window's staged
  * spans (fetch__batch_mem_run) go as one window of the same requests
- * (cachetier_batch_read_mem: one HEAD per object of the window, none
+ * (cachetier_batch_read_mem: one HEAD per object of the window and per
+ * object of its first request, none
  * urgent, none shared). Pure but for the store's call; any thread but the
  * store's I/O thread.
  */

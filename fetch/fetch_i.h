@@ -120,7 +120,8 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
  * fetch__batch_mem_add (a fetch_stage_read_fn, ctx a fetch_batch_mem)
  * takes a span's read; fetch__batch_mem_run sends those taken as the
  * store's batch reads into memory, one window
- * (cachetier_batch_read_mem: one HEAD per object of the window) split as
+ * (cachetier_batch_read_mem: a HEAD per object of the window, and per
+ * object of its first request) split as
  * fetch_batch_fill splits a window (at most par requests), and ends each
  * read it could not hand over (done(arg, err)); then empties bm. Returns 0, or
  * -EOPNOTSUPP when the store refused its batch read (the window's reads

@@ -344,6 +344,15 @@ class SigV4Proxy(_Counting):
 SO_MAX_PACING_RATE = getattr(socket, 'SO_MAX_PACING_RATE', 47)  # as linkemu.py
 
 
+def moss_entries(body):
+    """A GetBatch request body's entries [(objname, start, length)] ([] when it is not one)."""
+    try:
+        req = json.loads(body)
+        return [(it['objname'], it.get('start', 0), it.get('length', 0)) for it in req['in']]
+    except (ValueError, KeyError, TypeError):
+        return []
+
+
 def moss_header(name, size):
     """A GetBatch answer's member header, as Go's archive/tar (AIStore's writer) writes it:
     USTAR when the name fits, else PAX."""
@@ -578,10 +587,11 @@ class _AisHandler(_Handler):
                                                    owner.moss_inflight)
         t0 = time.monotonic()
         try:
-            hold = owner.moss_hold
-            if hold is not None:
+            hold, pick = owner.moss_hold, owner.moss_hold_pick
+            if hold is not None and (pick is None or pick(moss_entries(body))):
                 owner.count('moss_held')
-                hold.wait(30)
+                if not hold.wait(30):
+                    owner.count('moss_hold_expired')
             self.moss_answer(owner, bucket, body)
         finally:
             with owner.lock:
@@ -799,7 +809,9 @@ class AisStandIn(_Counting):
     head_at_proxy (True: the proxy answers an object's S3 HEAD itself, no 307, as AIStore does
     with its S3 reverse-proxy feature flag; counted s3_head only),
     moss_hold (a threading.Event: every GetBatch answer waits for it at the target, at most
-    30 s; counted as moss_held), moss_pause (a dict of threading.Events 'reached' and 'go':
+    30 s; counted as moss_held, and as moss_hold_expired when the 30 s ran out; with
+    moss_hold_pick, a function of the request's entries [(objname, start, length)], only the
+    answers it returns true for), moss_pause (a dict of threading.Events 'reached' and 'go':
     the next answer stops in the middle of its last member's data, its first half sent, sets
     reached and waits for go, at most 120 s, then sends the rest; once; counted as
     moss_paused).
@@ -834,6 +846,7 @@ class AisStandIn(_Counting):
         self.moss_log = []  # [[(objname, start, length)] per target request]
         self.moss_sendfile = True
         self.moss_hold = None
+        self.moss_hold_pick = None
         self.moss_pause = None
         self.moss_cut_member = None
         self.moss_refuse_status = None

@@ -137,10 +137,18 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            200-300 KB, prefix big/), the plan their 16 middle members (4 MB, one window),
            --connections 5 (at most 3 GetBatch requests at once): exactly fetch_batch.c's
            split, 3 requests, each the model's items (objname, start, length) in plan order
-           at the stand-in, one 307 each; 2 HEADs (one per shard of the window, not per
-           request), none shared; 1 thread (the window's; 6 while each request and HEAD had
-           one); every path exact from the stage, no object GET, no miss,
+           at the stand-in, one 307 each; 4 HEADs (one per shard of the window and one per
+           shard of its first request, whose items are a HEAD group of their own; not one per
+           request and shard), none shared; 1 thread (the window's; 6 while each request and
+           HEAD had one); every path exact from the stage, no object GET, no miss,
            nothing written to the cache
+  stagefirst stagesplit's window with the answers of every request but the first held at
+           the target before their first byte (moss_hold_pick): the first request's HEADs
+           (one per shard of it) reach the target and its paths are read from the stage with
+           exact bytes while the others are held (before 2026-12-04 a shard's HEAD waited for
+           its items of every request to begin, its items for all of them to arrive: nothing
+           was readable while one request was held); released, every path exact, 4 HEADs, 3
+           requests, 2 held, no hold ran out, 1 thread, no object GET, miss or failed span
 
 Usage: test_ais_getbatch.py SHARDFS
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
@@ -869,15 +877,14 @@ def split_model(items, par):
     return out
 
 
-def case_stagesplit(env, ck, c):
-    """A staged window split into several GetBatch requests: 2 shards of 16 members of
-    200-300 KB under their own prefix, the plan their 16 middle members (4 MB, one
-    window), stage_mount with --connections 5 (at most 3 GetBatch requests at once): exactly
-    the split of fetch_batch.c's model, 3 requests, each the model's items (the path and its
-    tar header) in plan order at the stand-in, one 307 each; one HEAD per shard of the
-    window (2, not one per request and object: the window's rule), none shared; 1 thread (the
-    window's: its requests and HEADs are submitted); every path read from the stage with exact
-    bytes, no object GET, no miss, no cache write."""
+def split_source(env, ck, c):
+    """stagesplit's and stagefirst's source (made once): 2 shards of 16 members of 200-300 KB
+    under SPLIT_PREFIX, the plan their 16 middle members shuffled (4 MB, one window); returns
+    (plan, items, want): the plan's (path, shard, off, size, data), its items (objname, start,
+    length: each path with its tar header) in plan order, and fetch_batch.c's split of them
+    (SPLIT_PAR requests)."""
+    if getattr(c, 'split', None):
+        return c.split
     rng = random.Random(4141)
     src = env.path('src-split')
     os.makedirs(src)
@@ -891,7 +898,7 @@ def case_stagesplit(env, ck, c):
     rng.shuffle(plan)
     r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache-split'),
                  src])
-    ck.eq('stagesplit: shardfs index --sidecar rc', r.returncode, 0)
+    ck.eq('split: shardfs index --sidecar rc', r.returncode, 0)
     for rel in sorted(os.listdir(src)):  # (the bucket is the Case's)
         with open(os.path.join(src, rel), 'rb') as f:
             c.world.s3.put(BUCKET, SPLIT_PREFIX + rel, f.read())
@@ -900,7 +907,28 @@ def case_stagesplit(env, ck, c):
         f.write(''.join(x[0] + '\n' for x in plan))
     items = [(SPLIT_PREFIX + shard, off - 512, size + 512) for _, shard, off, size, _ in plan]
     want = split_model(items, SPLIT_PAR)
-    ck.eq('stagesplit: the model\'s requests', len(want), SPLIT_PAR)
+    ck.eq('split: the model\'s requests', len(want), SPLIT_PAR)
+    c.split = (plan, items, want, planfile)
+    return c.split
+
+
+def split_heads(want):
+    """The staged window's HEADs (cachetier_batchm.c bm_new): one per shard of the window and
+    one per shard of its first request (that request's items a HEAD group of their own)."""
+    return len({x[0] for x in want[0]}) + len({x[0] for req in want for x in req})
+
+
+def case_stagesplit(env, ck, c):
+    """A staged window split into several GetBatch requests: 2 shards of 16 members of
+    200-300 KB under their own prefix, the plan their 16 middle members (4 MB, one
+    window), stage_mount with --connections 5 (at most 3 GetBatch requests at once): exactly
+    the split of fetch_batch.c's model, 3 requests, each the model's items (the path and its
+    tar header) in plan order at the stand-in, one 307 each; one HEAD per shard of the
+    window and one per shard of its first request (split_heads: not one per request and
+    object), none shared; 1 thread (the window's: its requests and HEADs are submitted); every
+    path read from the stage with exact bytes, no object GET, no miss, nothing written to the
+    cache."""
+    plan, items, want, planfile = split_source(env, ck, c)
     with stage_mount(c, 'stagesplit', SPLIT_PREFIX,
                      ['--connections', str(SPLIT_PAR + 2)]) as m:
         for s in range(2):
@@ -922,10 +950,12 @@ def case_stagesplit(env, ck, c):
                a1.get('moss_requests', 0) - a0.get('moss_requests', 0)), (len(want),) * 3)
         ck.eq('stagesplit: each request\'s items (objname, start, length), in plan order',
               got, want)
-        ck.eq('stagesplit: HEADs: one per shard of the window (stand-in, mount), none shared',
+        ck.eq('stagesplit: HEADs: one per shard of the window and per shard of its first '
+              'request (stand-in, mount), none shared',
               (a1.get('s3_head', 0) - a0.get('s3_head', 0),
                st['plan_batch_heads'] - st0['plan_batch_heads'],
-               st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']), (2, 2, 0))
+               st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']),
+              (split_heads(want), split_heads(want), 0))
         ck.eq('stagesplit: spans and bytes staged',
               (st['plan_stage_spans'] - st0['plan_stage_spans'],
                st['plan_stage_bytes'] - st0['plan_stage_bytes']),
@@ -938,7 +968,7 @@ def case_stagesplit(env, ck, c):
         ck.eq('stagesplit: read from the stage (every path and its header check)',
               st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
               sum(x[2] for x in items))
-        ck.eq('stagesplit: threads (the window\'s; its 3 requests and 2 HEADs submitted, no '
+        ck.eq('stagesplit: threads (the window\'s; its 3 requests and its HEADs submitted, no '
               'thread each)', st2['plan_batch_threads'] - st0['plan_batch_threads'], 1)
         ck.eq('stagesplit: object GETs, misses, bytes fetched to the cache, failed, stale, '
               'read errors',
@@ -948,6 +978,96 @@ def case_stagesplit(env, ck, c):
                st2['plan_stage_failed'] - st0['plan_stage_failed'],
                st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
                st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0, 0))
+
+
+def case_stagefirst(env, ck, c):
+    """stagesplit's window (3 GetBatch requests, 2 shards) with the answers of every request
+    but the window's first held at the target before their first byte (moss_hold,
+    moss_hold_pick): the first request's items are a HEAD group of their own (one per shard
+    of it, cachetier_batchm.c bm_new), so while the others are held (none of their items has
+    begun) those HEADs reach the target, and the first request's paths (what the reader
+    reaches first) are read from the stage with exact bytes, each given as soon as it
+    arrived and its group's HEAD was back; before 2026-12-04 a shard's HEAD waited for its
+    items of every request to begin and its items for all of them to arrive: nothing was
+    readable while one request was held. Released: every path exact from the stage, the
+    model's HEADs (split_heads) at the stand-in and the mount, 3 requests, 2 held, the hold
+    never ran out, 1 thread, no object GET, miss, failed span, stale object or read
+    error."""
+    plan, items, want, planfile = split_source(env, ck, c)
+    first = [x for x in plan if (SPLIT_PREFIX + x[1], x[2] - 512, x[3] + 512) in want[0]]
+    hold = threading.Event()
+    c.world.ais.moss_hold_pick = lambda entries: entries != want[0]
+    c.world.ais.moss_hold = hold
+    try:
+        with stage_mount(c, 'stagefirst', SPLIT_PREFIX,
+                         ['--connections', str(SPLIT_PAR + 2), '--stall-timeout', '600']) as m:
+            for s in range(2):
+                os.listdir(os.path.join(m.mnt, 'big-%06d' % s))
+            st0, a0 = m.stats(), c.ais()
+            ck.eq('stagefirst: plan rc', ctl(m.mnt, 'plan a ' + planfile), None)
+            held = ml.poll(lambda: c.ais().get('moss_held', 0) - a0.get('moss_held', 0) >=
+                           len(want) - 1)
+            ck.ok(held, 'stagefirst: every request but the first held at the target')
+            nfirst = len({x[0] for x in want[0]})
+
+            def expired():  # the stand-in's hold ran out (30 s): what follows is not "held"
+                return c.ais().get('moss_hold_expired', 0) - a0.get('moss_hold_expired', 0)
+
+            heads = ml.poll(lambda: c.ais().get('s3_head', 0) - a0.get('s3_head', 0) >= nfirst
+                            or expired())
+            ck.ok(heads and not expired(),
+                  'stagefirst: the first request\'s HEADs (%d) reached the target while the '
+                  'others are held' % nfirst)
+            got = {}
+
+            def read_first():
+                for path, _, _, _, _ in first:
+                    try:
+                        got[path] = ml.read_all(os.path.join(m.mnt, path))
+                    except OSError as e:
+                        got[path] = e
+
+            t = threading.Thread(target=read_first, daemon=True)
+            t.start()
+            done = ml.poll(lambda: not t.is_alive())
+            a1, st1 = c.ais(), m.stats()
+            ck.ok(done and not expired(),
+                  'stagefirst: the first request\'s %d paths read while the others are held'
+                  % len(first))
+            ck.eq('stagefirst: the first request\'s paths with wrong bytes',
+                  sum(1 for x in first if got.get(x[0]) != x[4]), 0)
+            ck.eq('stagefirst: bytes read from the stage while the others are held (the '
+                  'first request\'s items: each path and its header check), holds run out',
+                  (st1['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+                   a1.get('moss_hold_expired', 0) - a0.get('moss_hold_expired', 0)),
+                  (sum(x[2] for x in want[0]), 0))
+            hold.set()
+            t.join(30)
+            bad = sum(1 for x in plan if ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
+            ck.eq('stagefirst: paths with wrong bytes', bad, 0)
+            st2 = settled(m, 'plan_batch_requests', st0['plan_batch_requests'] + len(want))
+            a2 = c.ais()
+            ck.eq('stagefirst: HEADs (stand-in, mount), requests, held, expired holds, threads',
+                  (a2.get('s3_head', 0) - a0.get('s3_head', 0),
+                   st2['plan_batch_heads'] - st0['plan_batch_heads'],
+                   st2['plan_batch_requests'] - st0['plan_batch_requests'],
+                   a2.get('moss_held', 0) - a0.get('moss_held', 0),
+                   a2.get('moss_hold_expired', 0) - a0.get('moss_hold_expired', 0),
+                   st2['plan_batch_threads'] - st0['plan_batch_threads']),
+                  (split_heads(want), split_heads(want), len(want), len(want) - 1, 0, 1))
+            ck.eq('stagefirst: read from the stage (every path and its header check)',
+                  st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+                  sum(x[2] for x in items))
+            ck.eq('stagefirst: object GETs, misses, failed spans, stale objects, read errors',
+                  (a2.get('redirects', 0) - a0.get('redirects', 0),
+                   st2['cache_misses'] - st0['cache_misses'],
+                   st2['plan_stage_failed'] - st0['plan_stage_failed'],
+                   st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+                   st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+    finally:
+        c.world.ais.moss_hold = None
+        c.world.ais.moss_hold_pick = None
+        hold.set()
 
 
 def case_stagecut(env, ck, c):
@@ -1392,6 +1512,7 @@ def run(env, ck):
         case_filldirect(env, ck, c)
         case_stagedirect(env, ck, c)
         case_stagesplit(env, ck, c)
+        case_stagefirst(env, ck, c)
         case_version(env, ck, c)
         ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)
         # a 502 of the stand-in's own (s3rver behind it failed) is a request the mount sends
