@@ -89,9 +89,10 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            of every shard has begun, so all 3 HEADs reach the stand-in while it is paused
            (each object's HEAD goes once its items of the window began: the target opened
            their version before their first byte came; before, S's waited for its last item
-           to arrive whole), the other shards' paths are read from the stage with exact bytes
-           while it lasts and no byte of S is served (its items are given only once all of
-           them arrived); released: S's paths exact from the stage; 3 HEADs in all (stand-in,
+           to arrive whole), every path but the paused one (S's others included: each item
+           is given once it arrived and its HEAD is back; before 2026-12-04 once all of its
+           object's had) is read from the stage with exact bytes while it lasts; released:
+           S's last path exact from the stage; 3 HEADs in all (stand-in,
            mount), 1 thread, 1 request, no stale object, no object GET, miss, fallback or
            failed span
   stagefollow 'stage''s mount, the proxy's 307 of the HEAD of the shard whose items of the
@@ -1224,12 +1225,13 @@ def case_stagefollow(env, ck, c):
 def case_stageopen(env, ck, c):
     """'stage''s mount with the window's one answer paused in the middle of its last item
     (moss_pause), of shard S = the plan's last path's: every item of the window has begun, so
-    the 3 shards' HEADs all go while it is paused, S's included; the other shards' paths are
-    read from the stage while it lasts, S's bytes are not (its last item has not arrived);
-    released, S's paths exact from the stage; exact counts."""
+    the 3 shards' HEADs all go while it is paused, S's included; every path but the paused
+    one is read from the stage while it lasts, S's others included (each item is given once
+    it arrived and its HEAD is back: before 2026-12-04 S's waited for its last item);
+    released, S's last path exact from the stage; exact counts."""
     held = c.plan[-1][1]
     pause = {'reached': threading.Event(), 'go': threading.Event()}
-    others = [x for x in c.plan if x[1] != held]
+    others = c.plan[:-1]
 
     c.world.ais.moss_pause = pause
     try:
