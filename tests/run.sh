@@ -152,15 +152,12 @@ PY
 	echo "=== $name: $1 passed, $2 failed, $3 skipped"
 }
 
-# Two tests at a time (the plain run): a test that changes or measures what the
-# whole machine sees (drops the page cache, holds the user's inotify instances, ...) is marked
-# is_parallel: false in its meson.build and meson runs it alone; lint-parallel
-# (tests/pkg/test_parallel.py) refuses a test that reaches such a thing unmarked. The ASan+UBSan
-# run stays one at a time until a whole run of it two at a time has passed; the TSan run (a few
-# tests, each with its own threads) too.
+# Two tests at a time, in every run (plain, ASan+UBSan, TSan): a test that changes or measures
+# what the whole machine sees (drops the page cache, holds the user's inotify instances, ...) is
+# marked is_parallel: false in its meson.build and meson runs it alone; lint-parallel
+# (tests/pkg/test_parallel.py) refuses a test that reaches such a thing unmarked.
 procs=2
 want plain && run_suite plain build
-procs=1
 # Sanitizers: UB aborts instead of printing and going on; reports (also from
 # the daemon, whose stderr is closed once it runs in the background) are
 # written under build-asan/sanitizer/ and fail the run.
@@ -179,7 +176,6 @@ if ls build-asan/sanitizer/* >/dev/null 2>&1; then
 fi
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
-procs=1
 # ThreadSanitizer: the unit suite only (the mount tests' daemon under TSan
 # is for later); reports go under build-tsan/sanitizer/ and fail the run.
 rm -rf build-tsan/sanitizer && mkdir -p build-tsan/sanitizer
