@@ -1019,18 +1019,7 @@ def case_stagefirst(env, ck, c):
             ck.ok(heads and not expired(),
                   'stagefirst: the first request\'s HEADs (%d) reached the target while the '
                   'others are held' % nfirst)
-            got = {}
-
-            def read_first():
-                for path, _, _, _, _ in first:
-                    try:
-                        got[path] = ml.read_all(os.path.join(m.mnt, path))
-                    except OSError as e:
-                        got[path] = e
-
-            t = threading.Thread(target=read_first, daemon=True)
-            t.start()
-            done = ml.poll(lambda: not t.is_alive())
+            done, got, t = read_on_thread(m, first)
             a1, st1 = c.ais(), m.stats()
             ck.ok(done and not expired(),
                   'stagefirst: the first request\'s %d paths read while the others are held'
@@ -1104,6 +1093,24 @@ def case_stagecut(env, ck, c):
         c.world.ais.moss_cut_member = None
 
 
+def read_on_thread(m, items):
+    """Each item's path (its first field) read whole through the mount m on a thread of the
+    test, bounded by the poll: (every read returned, {path: bytes or the OSError}, the thread:
+    a caller that releases what held the reads joins it)."""
+    got = {}
+
+    def run():
+        for path, _, _, _, _ in items:
+            try:
+                got[path] = ml.read_all(os.path.join(m.mnt, path))
+            except OSError as e:
+                got[path] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return ml.poll(lambda: not t.is_alive()), got, t
+
+
 def held_window(ck, c, m, label, while_, held, others, st0, a0, over, release, more=None,
                 heads_while=NSHARDS):
     """stagehead's, stageopen's and stagefollow's common end: with the window's shard `held`
@@ -1115,18 +1122,7 @@ def held_window(ck, c, m, label, while_, held, others, st0, a0, over, release, m
     read from the stage, no object GET, miss, fallback, failed span or read error (and, while
     it is held, `heads_while` HEADs at the stand-in: 1 per shard, the held one counted); `more`,
     a stand-in counter and its count, e.g. ('moss_paused', 1)."""
-    got = {}
-
-    def read_others():
-        for path, _, _, _, _ in others:
-            try:
-                got[path] = ml.read_all(os.path.join(m.mnt, path))
-            except OSError as e:
-                got[path] = e
-
-    t = threading.Thread(target=read_others, daemon=True)
-    t.start()
-    done = ml.poll(lambda: not t.is_alive())
+    done, got, t = read_on_thread(m, others)
     a1, st1 = c.ais(), m.stats()
     ck.ok(done and not over(), '%s: the other shards\' paths read %s' % (label, while_))
     ck.eq('%s: HEADs at the stand-in %s' % (label, while_),
